@@ -1,0 +1,8 @@
+/**
+ * Every command the `akbe` CLI knows. Each area keeps its commands in `src/cli/commands/<area>.ts`
+ * and imports heavy modules (onnxruntime, hnswlib, NATS) lazily inside `run`, so that `--help`
+ * and unrelated commands start fast.
+ */
+import type { CommandSpec } from './command.js';
+
+export const COMMANDS: CommandSpec[] = [];

@@ -1,0 +1,2 @@
+/** The public API of the akbe package. */
+export { deriveSeed, Rng } from './util/rng.js';
