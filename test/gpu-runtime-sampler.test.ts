@@ -1,5 +1,5 @@
 import t from 'tap';
-import { sampleBatch, sampleRow, SamplingError, validateSampling } from '../src/gpu/sampler.js';
+import { SamplingError, sampleBatch, sampleRow, validateSampling } from '../src/gpu/sampler.js';
 import { piecesDetokenizer, StopChecker, StopConfigError } from '../src/gpu/stop.js';
 import { Rng } from '../src/util/rng.js';
 
