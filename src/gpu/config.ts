@@ -71,11 +71,19 @@ export function validateGPTConfig(json: unknown, file?: string): GPTConfig {
   }
   const eps = o.layer_norm_epsilon ?? 1e-5;
   if (typeof eps !== 'number' || !(eps > 0) || !Number.isFinite(eps)) {
-    throw new InvalidGPTConfigError('layer_norm_epsilon', `must be a positive number, got ${JSON.stringify(eps)}`, file);
+    throw new InvalidGPTConfigError(
+      'layer_norm_epsilon',
+      `must be a positive number, got ${JSON.stringify(eps)}`,
+      file,
+    );
   }
   const act = o.activation_function ?? 'gelu_new';
   if (act !== 'gelu_new') {
-    throw new InvalidGPTConfigError('activation_function', `must be 'gelu_new', got ${JSON.stringify(act)}`, file);
+    throw new InvalidGPTConfigError(
+      'activation_function',
+      `must be 'gelu_new', got ${JSON.stringify(act)}`,
+      file,
+    );
   }
   const cfg: GPTConfig = {
     vocab_size: o.vocab_size as number,
