@@ -97,13 +97,23 @@ function checkShape(r: RolloutResult): void {
 function pendingRows(q: BatchQuestion, algo: AssembleOptions['algo']): PendingRow[] {
   const { group, label } = q;
   if (q.advantages.length !== group.withTool.length) {
-    throw new RolloutShapeError(undefined, `question ${group.questionId}: ${q.advantages.length} advantages for ${group.withTool.length} with-tool rollouts`);
+    throw new RolloutShapeError(
+      undefined,
+      `question ${group.questionId}: ${q.advantages.length} advantages for ${group.withTool.length} with-tool rollouts`,
+    );
   }
   const target = algo === 'akbe' ? (label?.target ?? null) : null;
   const rows: PendingRow[] = group.withTool.map((r, i) => {
     checkShape(r);
     return {
-      info: { questionId: group.questionId, rolloutId: r.rolloutId, path: r.path, context: 'with-tool', promptLength: r.promptTokens.length, length: r.promptTokens.length + r.responseTokens.length },
+      info: {
+        questionId: group.questionId,
+        rolloutId: r.rolloutId,
+        path: r.path,
+        context: 'with-tool',
+        promptLength: r.promptTokens.length,
+        length: r.promptTokens.length + r.responseTokens.length,
+      },
       prompt: r.promptTokens,
       rollout: r,
       oldValid: true,
@@ -114,11 +124,22 @@ function pendingRows(q: BatchQuestion, algo: AssembleOptions['algo']): PendingRo
   });
   if (target && target.path === 'no-tool') {
     const r = group.noTool.find((x) => x.rolloutId === target.rolloutId);
-    if (!r) throw new RolloutShapeError(target.rolloutId, `question ${group.questionId}: target ${target.rolloutId} is not among its no-tool rollouts`);
+    if (!r)
+      throw new RolloutShapeError(
+        target.rolloutId,
+        `question ${group.questionId}: target ${target.rolloutId} is not among its no-tool rollouts`,
+      );
     checkShape(r);
     const prompt = target.context === 'with-tool' ? group.withToolPrompt : r.promptTokens;
     rows.push({
-      info: { questionId: group.questionId, rolloutId: r.rolloutId, path: 'no-tool', context: target.context, promptLength: prompt.length, length: prompt.length + r.responseTokens.length },
+      info: {
+        questionId: group.questionId,
+        rolloutId: r.rolloutId,
+        path: 'no-tool',
+        context: target.context,
+        promptLength: prompt.length,
+        length: prompt.length + r.responseTokens.length,
+      },
       prompt,
       rollout: r,
       oldValid: target.context === 'no-tool',
@@ -127,14 +148,18 @@ function pendingRows(q: BatchQuestion, algo: AssembleOptions['algo']): PendingRo
       akbe: true,
     });
   } else if (target && !rows.some((row) => row.akbe)) {
-    throw new RolloutShapeError(target.rolloutId, `question ${group.questionId}: target ${target.rolloutId} is not among its with-tool rollouts`);
+    throw new RolloutShapeError(
+      target.rolloutId,
+      `question ${group.questionId}: target ${target.rolloutId} is not among its with-tool rollouts`,
+    );
   }
   return rows;
 }
 
 export function assembleBatch(questions: readonly BatchQuestion[], opts: AssembleOptions): TrainBatch {
   const M = opts.miniBatchQuestions;
-  if (!Number.isInteger(M) || M < 1) throw new RangeError(`assembleBatch: miniBatchQuestions must be an integer >= 1, got ${M}`);
+  if (!Number.isInteger(M) || M < 1)
+    throw new RangeError(`assembleBatch: miniBatchQuestions must be an integer >= 1, got ${M}`);
   const pending: PendingRow[] = [];
   const miniBatches: number[][] = [];
   questions.forEach((q, qi) => {
@@ -148,7 +173,10 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
   const T = opts.padTo ?? longest;
   if (longest > T) {
     const r = pending.find((x) => x.info.length > T)!;
-    throw new RolloutShapeError(r.info.rolloutId, `row ${r.info.rolloutId} has ${r.info.length} tokens, more than padTo = ${T}`);
+    throw new RolloutShapeError(
+      r.info.rolloutId,
+      `row ${r.info.rolloutId} has ${r.info.length} tokens, more than padTo = ${T}`,
+    );
   }
   const B = pending.length;
   const tokens = new Int32Array(B * T).fill(opts.padId ?? 0);
@@ -162,7 +190,8 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
   pending.forEach((row, b) => {
     const { prompt, rollout } = row;
     // The first token has no prediction position: a response needs at least one prompt token.
-    if (prompt.length === 0) throw new RolloutShapeError(row.info.rolloutId, `row ${row.info.rolloutId} has an empty prompt`);
+    if (prompt.length === 0)
+      throw new RolloutShapeError(row.info.rolloutId, `row ${row.info.rolloutId} has an empty prompt`);
     tokens.set(prompt, b * T);
     tokens.set(rollout.responseTokens, b * T + prompt.length);
     // Response token j sits at position P + j and is predicted at mask position P + j - 1.

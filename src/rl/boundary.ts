@@ -49,7 +49,8 @@ export function generatedLength(r: RolloutResult): number {
 }
 
 const isCorrect = (r: RolloutResult) => r.reward === 1;
-const byIndex = (a: RolloutResult, b: RolloutResult) => a.index - b.index || (a.rolloutId < b.rolloutId ? -1 : 1);
+const byIndex = (a: RolloutResult, b: RolloutResult) =>
+  a.index - b.index || (a.rolloutId < b.rolloutId ? -1 : 1);
 
 export function labelBoundary(
   withTool: readonly RolloutResult[],
@@ -57,15 +58,23 @@ export function labelBoundary(
   opts: LabelOptions,
 ): BoundaryLabel {
   const all = [...withTool, ...noTool];
-  if (all.length === 0) throw new RolloutShapeError(undefined, 'labelBoundary: a question needs at least one rollout');
+  if (all.length === 0)
+    throw new RolloutShapeError(undefined, 'labelBoundary: a question needs at least one rollout');
   const questionId = all[0].questionId;
   for (const r of all) {
     if (r.questionId !== questionId) {
-      throw new RolloutShapeError(r.rolloutId, `labelBoundary: rollout ${r.rolloutId} is of question ${r.questionId}, not ${questionId}`);
+      throw new RolloutShapeError(
+        r.rolloutId,
+        `labelBoundary: rollout ${r.rolloutId} is of question ${r.questionId}, not ${questionId}`,
+      );
     }
   }
-  for (const r of withTool) if (r.path !== 'with-tool') throw new RolloutShapeError(r.rolloutId, `labelBoundary: ${r.rolloutId} is not a with-tool rollout`);
-  for (const r of noTool) if (r.path !== 'no-tool') throw new RolloutShapeError(r.rolloutId, `labelBoundary: ${r.rolloutId} is not a no-tool rollout`);
+  for (const r of withTool)
+    if (r.path !== 'with-tool')
+      throw new RolloutShapeError(r.rolloutId, `labelBoundary: ${r.rolloutId} is not a with-tool rollout`);
+  for (const r of noTool)
+    if (r.path !== 'no-tool')
+      throw new RolloutShapeError(r.rolloutId, `labelBoundary: ${r.rolloutId} is not a no-tool rollout`);
 
   const correctWt = withTool.filter(isCorrect).sort(byIndex);
   const correctNt = noTool.filter(isCorrect).sort(byIndex);

@@ -71,9 +71,18 @@ export const DEFAULT_TRAIN_CONFIG: Readonly<TrainConfig> = Object.freeze({
 });
 
 type Check = (v: unknown) => string | null;
-const int = (min: number): Check => (v) => (typeof v === 'number' && Number.isInteger(v) && v >= min ? null : `an integer >= ${min}`);
-const num = (ok: (x: number) => boolean, rule: string): Check => (v) => (typeof v === 'number' && Number.isFinite(v) && ok(v) ? null : rule);
-const oneOf = (...choices: string[]): Check => (v) => (typeof v === 'string' && choices.includes(v) ? null : `one of ${choices.map((c) => `'${c}'`).join(', ')}`);
+const int =
+  (min: number): Check =>
+  (v) =>
+    typeof v === 'number' && Number.isInteger(v) && v >= min ? null : `an integer >= ${min}`;
+const num =
+  (ok: (x: number) => boolean, rule: string): Check =>
+  (v) =>
+    typeof v === 'number' && Number.isFinite(v) && ok(v) ? null : rule;
+const oneOf =
+  (...choices: string[]): Check =>
+  (v) =>
+    typeof v === 'string' && choices.includes(v) ? null : `one of ${choices.map((c) => `'${c}'`).join(', ')}`;
 
 const CHECKS: Record<keyof TrainConfig, Check> = {
   algo: oneOf('grpo', 'akbe'),
@@ -88,11 +97,19 @@ const CHECKS: Record<keyof TrainConfig, Check> = {
   clipEps: num((x) => x > 0 && x < 1, 'a number in (0, 1)'),
   lr: num((x) => x > 0, 'a number > 0'),
   ppoEpochs: int(1),
-  advantage: (v) => (typeof v === 'string' && listAdvantages().includes(v) ? null : `one of ${listAdvantages().map((c) => `'${c}'`).join(', ')}`),
+  advantage: (v) =>
+    typeof v === 'string' && listAdvantages().includes(v)
+      ? null
+      : `one of ${listAdvantages()
+          .map((c) => `'${c}'`)
+          .join(', ')}`,
   akbeLossForm: oneOf('nll', 'clipped'),
   targetContext: oneOf('with-tool', 'own'),
   targetSelection: oneOf('min-tool-calls', 'shortest'),
-  seed: (v) => (typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffffffff ? null : 'an integer in [0, 2^32)'),
+  seed: (v) =>
+    typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffffffff
+      ? null
+      : 'an integer in [0, 2^32)',
   temperature: num((x) => x > 0, 'a number > 0'),
   topP: num((x) => x > 0 && x <= 1, 'a number in (0, 1]'),
 };
@@ -103,10 +120,15 @@ const CHECKS: Record<keyof TrainConfig, Check> = {
  */
 export function validateTrainConfig(obj: unknown): TrainConfig {
   if (obj === null || obj === undefined) return { ...DEFAULT_TRAIN_CONFIG };
-  if (typeof obj !== 'object' || Array.isArray(obj)) throw new ConfigError('', `config must be an object of settings, got ${JSON.stringify(obj)}`);
+  if (typeof obj !== 'object' || Array.isArray(obj))
+    throw new ConfigError('', `config must be an object of settings, got ${JSON.stringify(obj)}`);
   const given = obj as Record<string, unknown>;
   for (const key of Object.keys(given)) {
-    if (!(key in CHECKS)) throw new ConfigError(key, `config.${key} is not a known setting; known: ${Object.keys(CHECKS).join(', ')}`);
+    if (!(key in CHECKS))
+      throw new ConfigError(
+        key,
+        `config.${key} is not a known setting; known: ${Object.keys(CHECKS).join(', ')}`,
+      );
   }
   const cfg = { ...DEFAULT_TRAIN_CONFIG, ...given } as TrainConfig;
   for (const key of Object.keys(CHECKS) as (keyof TrainConfig)[]) {
@@ -114,10 +136,16 @@ export function validateTrainConfig(obj: unknown): TrainConfig {
     if (rule) throw new ConfigError(key, `config.${key} must be ${rule}, got ${JSON.stringify(cfg[key])}`);
   }
   if (cfg.miniBatchQuestions > cfg.batchQuestions) {
-    throw new ConfigError('miniBatchQuestions', `config.miniBatchQuestions must be <= config.batchQuestions (${cfg.batchQuestions}), got ${cfg.miniBatchQuestions}`);
+    throw new ConfigError(
+      'miniBatchQuestions',
+      `config.miniBatchQuestions must be <= config.batchQuestions (${cfg.batchQuestions}), got ${cfg.miniBatchQuestions}`,
+    );
   }
   if (cfg.algo === 'akbe' && cfg.gNoTool === 0) {
-    throw new ConfigError('gNoTool', 'config.gNoTool must be >= 1 when config.algo is \'akbe\' (the no-tool probe labels the boundary), got 0');
+    throw new ConfigError(
+      'gNoTool',
+      "config.gNoTool must be >= 1 when config.algo is 'akbe' (the no-tool probe labels the boundary), got 0",
+    );
   }
   return cfg;
 }

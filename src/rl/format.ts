@@ -125,11 +125,17 @@ export function parseTurn(turnText: string): TurnAction {
   const t = pyStrip(turnText);
   if (t.endsWith('</search>')) {
     const open = t.lastIndexOf('<search>');
-    return { kind: 'search', query: open < 0 ? '' : pyStrip(t.slice(open + '<search>'.length, -'</search>'.length)) };
+    return {
+      kind: 'search',
+      query: open < 0 ? '' : pyStrip(t.slice(open + '<search>'.length, -'</search>'.length)),
+    };
   }
   if (t.endsWith('</answer>')) {
     const open = t.lastIndexOf('<answer>');
-    return { kind: 'answer', answer: open < 0 ? '' : pyStrip(t.slice(open + '<answer>'.length, -'</answer>'.length)) };
+    return {
+      kind: 'answer',
+      answer: open < 0 ? '' : pyStrip(t.slice(open + '<answer>'.length, -'</answer>'.length)),
+    };
   }
   return { kind: 'none' };
 }

@@ -40,12 +40,20 @@ export function listLosses(): string[] {
   return [...LOSSES.keys()].sort();
 }
 
-function requireNumber(opts: Readonly<Record<string, unknown>>, key: string, ok: (x: number) => boolean, rule: string): void {
+function requireNumber(
+  opts: Readonly<Record<string, unknown>>,
+  key: string,
+  ok: (x: number) => boolean,
+  rule: string,
+): void {
   const v = opts[key];
-  if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v)) throw new RangeError(`loss option ${key} must be ${rule}, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v))
+    throw new RangeError(`loss option ${key} must be ${rule}, got ${JSON.stringify(v)}`);
 }
-const clipEps = (o: Readonly<Record<string, unknown>>) => requireNumber(o, 'clipEps', (x) => x > 0 && x < 1, 'a number in (0, 1)');
-const lambda = (o: Readonly<Record<string, unknown>>) => requireNumber(o, 'lambda', (x) => x >= 0, 'a number >= 0');
+const clipEps = (o: Readonly<Record<string, unknown>>) =>
+  requireNumber(o, 'clipEps', (x) => x > 0 && x < 1, 'a number in (0, 1)');
+const lambda = (o: Readonly<Record<string, unknown>>) =>
+  requireNumber(o, 'lambda', (x) => x >= 0, 'a number >= 0');
 
 registerLoss(LossName.GRPO, {
   description: 'token-mean PPO clipped surrogate over with-tool rollouts, GRPO advantages, beta = 0',
@@ -72,7 +80,12 @@ export interface LossTerm {
 }
 
 /** The loss terms a training config asks for, validated: GRPO alone, or GRPO + the AKBE form. */
-export function lossTermsFor(cfg: { algo: 'grpo' | 'akbe'; akbeLossForm: 'nll' | 'clipped'; lambda: number; clipEps: number }): LossTerm[] {
+export function lossTermsFor(cfg: {
+  algo: 'grpo' | 'akbe';
+  akbeLossForm: 'nll' | 'clipped';
+  lambda: number;
+  clipEps: number;
+}): LossTerm[] {
   const terms: LossTerm[] = [{ name: LossName.GRPO, options: { clipEps: cfg.clipEps } }];
   if (cfg.algo === 'akbe') {
     terms.push(

@@ -38,7 +38,10 @@ function summarize(records: readonly EvalRecord[]): EvalMetrics {
 }
 
 /** Metrics per split, plus `overall` over every record. */
-export function evalMetrics(records: readonly EvalRecord[]): { overall: EvalMetrics; splits: Record<string, EvalMetrics> } {
+export function evalMetrics(records: readonly EvalRecord[]): {
+  overall: EvalMetrics;
+  splits: Record<string, EvalMetrics>;
+} {
   const bySplit = new Map<string, EvalRecord[]>();
   for (const r of records) {
     const list = bySplit.get(r.split) ?? [];
@@ -46,7 +49,8 @@ export function evalMetrics(records: readonly EvalRecord[]): { overall: EvalMetr
     bySplit.set(r.split, list);
   }
   const splits: Record<string, EvalMetrics> = {};
-  for (const [split, list] of [...bySplit].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) splits[split] = summarize(list);
+  for (const [split, list] of [...bySplit].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+    splits[split] = summarize(list);
   return { overall: summarize(records), splits };
 }
 
@@ -74,7 +78,8 @@ export function boundaryShifts(
   const shifts: BoundaryShift[] = [];
   for (const l of labels) {
     const from = previous.get(l.questionId);
-    if (from !== undefined && from !== l.category) shifts.push({ questionId: l.questionId, from, to: l.category });
+    if (from !== undefined && from !== l.category)
+      shifts.push({ questionId: l.questionId, from, to: l.category });
     latest.set(l.questionId, l.category);
   }
   return { shifts, latest };
@@ -105,7 +110,11 @@ function mean(xs: readonly number[]): number {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0;
 }
 
-export function stepMetrics(groups: readonly QuestionGroup[], labels: readonly BoundaryLabel[], shifts: readonly BoundaryShift[]): StepMetrics {
+export function stepMetrics(
+  groups: readonly QuestionGroup[],
+  labels: readonly BoundaryLabel[],
+  shifts: readonly BoundaryShift[],
+): StepMetrics {
   const wt = groups.flatMap((g) => g.withTool);
   const nt = groups.flatMap((g) => g.noTool);
   const categories = emptyCategoryCounts();

@@ -71,7 +71,8 @@ export function scoreTrajectory(
   const format = checkFormat(response, path, { maxToolCalls: opts.maxToolCalls });
   const text = typeof response === 'string' ? response : response.map((s) => s.text).join('');
   const answer = extractAnswer(text);
-  if (!format.ok || answer === null) return { reward: 0, em: 0, formatOk: false, formatReason: format.reason, answer };
+  if (!format.ok || answer === null)
+    return { reward: 0, em: 0, formatOk: false, formatReason: format.reason, answer };
   const em = exactMatch(answer, gold);
   return { reward: em, em, formatOk: true, formatReason: 'ok', answer };
 }

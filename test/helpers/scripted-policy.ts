@@ -1,0 +1,62 @@
+/**
+ * Scripted stand-ins for the policy and search services, for machine tests: a whitespace
+ * "tokenizer" with a growing vocabulary (every tag a single token, as in the world's tokenizer),
+ * a `generate` actor that plays scripted turns, and a `search` actor that answers with a fixed
+ * observation block.
+ */
+import { fromPromise } from 'xstate';
+import type { GenerateRequest, GenerateResult, SearchRequest, SearchResult } from '../../src/machines/rollout.js';
+
+export class ToyTokenizer {
+  private ids = new Map<string, number>();
+  private words: string[] = [];
+  encode(text: string): number[] {
+    return text
+      .split(/\s+/)
+      .filter((w) => w.length > 0)
+      .map((w) => {
+        let id = this.ids.get(w);
+        if (id === undefined) {
+          id = this.words.length + 1; // 0 is padding
+          this.ids.set(w, id);
+          this.words.push(w);
+        }
+        return id;
+      });
+  }
+  decode(ids: readonly number[]): string {
+    return ids.map((i) => this.words[i - 1]).join(' ');
+  }
+}
+
+export interface ScriptedCalls {
+  generate: GenerateRequest[];
+  search: SearchRequest[];
+}
+
+/**
+ * `turnText(req)` returns the text of the next turn (or null for an immediate EOS). The actor
+ * truncates to maxNewTokens like a real decoder and records every request.
+ */
+export function scriptedGenerate(tok: ToyTokenizer, calls: ScriptedCalls, turnText: (req: GenerateRequest) => string | null) {
+  return fromPromise<GenerateResult, GenerateRequest>(async ({ input }) => {
+    calls.generate.push(input);
+    const text = turnText(input);
+    if (text === null) return { tokens: [], logprobs: [], text: '', finish: 'eos' };
+    let tokens = tok.encode(text);
+    let finish: GenerateResult['finish'] = 'stop';
+    if (tokens.length > input.maxNewTokens) {
+      tokens = tokens.slice(0, input.maxNewTokens);
+      finish = 'length';
+    }
+    return { tokens, logprobs: tokens.map((_, i) => -0.1 * (i + 1)), text: tok.decode(tokens), finish };
+  });
+}
+
+export function fakeSearch(tok: ToyTokenizer, calls: ScriptedCalls) {
+  return fromPromise<SearchResult, SearchRequest>(async ({ input }) => {
+    calls.search.push(input);
+    const text = `<information> Doc 1(Title: ${input.query.replace(/\s+/g, '_')}) passage </information>`;
+    return { tokens: tok.encode(text), text, passageIds: ['p1'], scores: [0.5] };
+  });
+}
