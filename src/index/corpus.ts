@@ -21,7 +21,10 @@ export class CorpusFormatError extends Error {
     readonly problem: string,
     options?: ErrorOptions,
   ) {
-    super(`${basename(file)}:${line}: ${problem} (file ${file}; expected one {"id","contents"} object per line)`, options);
+    super(
+      `${basename(file)}:${line}: ${problem} (file ${file}; expected one {"id","contents"} object per line)`,
+      options,
+    );
     this.name = 'CorpusFormatError';
   }
 }
@@ -44,19 +47,25 @@ export function parsePassage(raw: string, file: string, line: number): Passage {
   } catch (e) {
     throw new CorpusFormatError(file, line, 'invalid JSON', { cause: e });
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new CorpusFormatError(file, line, 'not a JSON object');
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new CorpusFormatError(file, line, 'not a JSON object');
   const record = value as Record<string, unknown>;
   if (!('id' in record)) throw new CorpusFormatError(file, line, 'missing field "id"');
   if (!('contents' in record)) throw new CorpusFormatError(file, line, 'missing field "contents"');
   const { id, contents } = record;
-  if (typeof id !== 'string' && typeof id !== 'number') throw new CorpusFormatError(file, line, 'field "id" must be a string or number');
-  if (typeof contents !== 'string') throw new CorpusFormatError(file, line, 'field "contents" must be a string');
+  if (typeof id !== 'string' && typeof id !== 'number')
+    throw new CorpusFormatError(file, line, 'field "id" must be a string or number');
+  if (typeof contents !== 'string')
+    throw new CorpusFormatError(file, line, 'field "contents" must be a string');
   return { id: String(id), contents };
 }
 
 /** Streams the passages of a JSONL corpus in file order. Blank lines are skipped. */
 export async function* readCorpus(file: string): AsyncGenerator<Passage> {
-  const lines = createInterface({ input: createReadStream(file, { encoding: 'utf8' }), crlfDelay: Number.POSITIVE_INFINITY });
+  const lines = createInterface({
+    input: createReadStream(file, { encoding: 'utf8' }),
+    crlfDelay: Number.POSITIVE_INFINITY,
+  });
   let line = 0;
   try {
     for await (const raw of lines) {

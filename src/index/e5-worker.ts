@@ -4,7 +4,13 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
-import { type E5WorkerInit, type E5WorkerReply, type E5WorkerRequest, meanPoolNormalize, padBatch } from './e5.js';
+import {
+  type E5WorkerInit,
+  type E5WorkerReply,
+  type E5WorkerRequest,
+  meanPoolNormalize,
+  padBatch,
+} from './e5.js';
 import { WordPieceTokenizer } from './wordpiece.js';
 
 const init = workerData as E5WorkerInit;
@@ -17,7 +23,9 @@ let dim = 0;
 async function embed(texts: string[]): Promise<Float32Array> {
   const chunks: Float32Array[] = [];
   for (let start = 0; start < texts.length; start += init.batchSize) {
-    const ids = texts.slice(start, start + init.batchSize).map((t) => tokenizer.encode(t, init.maxLength).ids);
+    const ids = texts
+      .slice(start, start + init.batchSize)
+      .map((t) => tokenizer.encode(t, init.maxLength).ids);
     const b = padBatch(ids, tokenizer.pad);
     const shape = [b.batch, b.seqLen];
     const all: Record<string, ort.Tensor> = {
@@ -58,7 +66,10 @@ async function start(): Promise<void> {
     throw new Error(`cannot load ONNX model ${init.model}: ${(e as Error).message.split('\n')[0]}`);
   }
   for (const name of ['input_ids', 'attention_mask']) {
-    if (!session.inputNames.includes(name)) throw new Error(`ONNX model ${init.model} has no input '${name}' (inputs: ${session.inputNames.join(', ')}); expected a BERT encoder`);
+    if (!session.inputNames.includes(name))
+      throw new Error(
+        `ONNX model ${init.model} has no input '${name}' (inputs: ${session.inputNames.join(', ')}); expected a BERT encoder`,
+      );
   }
   await embed(['passage: probe']); // learns the hidden size
 }

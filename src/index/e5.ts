@@ -57,7 +57,13 @@ export function padBatch(idLists: number[][], padId: number): E5Batch {
  * Mean over the unmasked positions, then L2 normalisation.
  * hidden: [B, T, H], mask: [B, T] (1 = token, 0 = pad) -> out: [B, H]
  */
-export function meanPoolNormalize(hidden: Float32Array, mask: BigInt64Array, batch: number, seqLen: number, dim: number): Float32Array {
+export function meanPoolNormalize(
+  hidden: Float32Array,
+  mask: BigInt64Array,
+  batch: number,
+  seqLen: number,
+  dim: number,
+): Float32Array {
   const out = new Float32Array(batch * dim);
   const acc = new Float64Array(dim);
   for (let b = 0; b < batch; b++) {
@@ -97,12 +103,21 @@ export class E5Error extends Error {
 /** Messages to e5-worker.ts. */
 export type E5WorkerRequest = { id: number; texts: string[] };
 export type E5WorkerReply = { id: number; rows: Float32Array } | { id: number; error: string };
-export type E5WorkerInit = { model: string; vocab: string; maxLength: number; batchSize: number; threads: number };
+export type E5WorkerInit = {
+  model: string;
+  vocab: string;
+  maxLength: number;
+  batchSize: number;
+  threads: number;
+};
 
 export class E5Embedder implements Embedder {
   readonly name = 'e5';
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (rows: Float32Array[]) => void; reject: (e: Error) => void; n: number }>();
+  private readonly pending = new Map<
+    number,
+    { resolve: (rows: Float32Array[]) => void; reject: (e: Error) => void; n: number }
+  >();
   private failure: Error | null = null;
 
   private constructor(
@@ -134,7 +149,8 @@ export class E5Embedder implements Embedder {
     ]);
     const worker = startWorker(import.meta.url, 'e5-worker', { workerData: init });
     const dim = await new Promise<number>((resolveDim, reject) => {
-      const onError = (e: Error) => reject(new E5Error(`e5 worker failed to start: ${e.message}`, { cause: e }));
+      const onError = (e: Error) =>
+        reject(new E5Error(`e5 worker failed to start: ${e.message}`, { cause: e }));
       worker.once('error', onError);
       worker.once('message', (m: { ready?: number; error?: string }) => {
         worker.off('error', onError);
@@ -177,7 +193,10 @@ export class E5Embedder implements Embedder {
     const p = this.pending.get(m.id);
     if (!p) return;
     this.pending.delete(m.id);
-    if ('error' in m) return p.reject(new E5Error(m.error));
+    if ('error' in m) {
+      p.reject(new E5Error(m.error));
+      return;
+    }
     const rows: Float32Array[] = [];
     for (let i = 0; i < p.n; i++) rows.push(m.rows.slice(i * this.dim, (i + 1) * this.dim));
     p.resolve(rows);

@@ -40,7 +40,12 @@ export class HnswIndex {
 
   static create(dim: number, maxElements: number, params: HnswParams = HNSW_DEFAULTS): HnswIndex {
     const native = new hnswlib.HierarchicalNSW('ip', dim);
-    native.initIndex({ maxElements: Math.max(maxElements, 1), m: params.m, efConstruction: params.efConstruction, randomSeed: params.seed });
+    native.initIndex({
+      maxElements: Math.max(maxElements, 1),
+      m: params.m,
+      efConstruction: params.efConstruction,
+      randomSeed: params.seed,
+    });
     return new HnswIndex(dim, native);
   }
 
@@ -56,8 +61,10 @@ export class HnswIndex {
 
   /** Adds one row under `label` (its row number in the passage store). */
   add(row: Float32Array, label: number): void {
-    if (row.length !== this.dim) throw new RangeError(`hnsw: row has ${row.length} values, index dim is ${this.dim}`);
-    if (this.native.getCurrentCount() >= this.native.getMaxElements()) this.native.resizeIndex(Math.ceil(this.native.getMaxElements() * 1.5) + 16);
+    if (row.length !== this.dim)
+      throw new RangeError(`hnsw: row has ${row.length} values, index dim is ${this.dim}`);
+    if (this.native.getCurrentCount() >= this.native.getMaxElements())
+      this.native.resizeIndex(Math.ceil(this.native.getMaxElements() * 1.5) + 16);
     this.native.addPoint(Array.from(row), label);
   }
 
@@ -110,7 +117,7 @@ export function bruteForceTopK(matrix: Float32Array, dim: number, query: Float32
 /** Packs rows into one [n, dim] matrix. */
 export function stackRows(rows: Float32Array[], dim: number): Float32Array {
   const out = new Float32Array(rows.length * dim);
-  rows.forEach((r, i) => out.set(r, i * dim));
+  for (let i = 0; i < rows.length; i++) out.set(rows[i], i * dim);
   return out;
 }
 
@@ -133,7 +140,10 @@ export class HnswWorkerError extends Error {
 /** An index loaded in a worker thread; many searches may be in flight. */
 export class HnswWorker implements AsyncDisposable {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (r: TopK[]) => void; reject: (e: Error) => void; n: number }>();
+  private readonly pending = new Map<
+    number,
+    { resolve: (r: TopK[]) => void; reject: (e: Error) => void; n: number }
+  >();
   private failure: Error | null = null;
 
   private constructor(
@@ -142,7 +152,9 @@ export class HnswWorker implements AsyncDisposable {
     readonly count: number,
   ) {
     worker.on('message', (m: HnswWorkerReply) => this.onReply(m));
-    worker.on('error', (e) => this.failAll(new HnswWorkerError(`hnsw worker crashed: ${e.message}`, { cause: e })));
+    worker.on('error', (e) =>
+      this.failAll(new HnswWorkerError(`hnsw worker crashed: ${e.message}`, { cause: e })),
+    );
     worker.on('exit', (code) => this.failAll(new HnswWorkerError(`hnsw worker exited (code ${code})`)));
   }
 
@@ -150,7 +162,8 @@ export class HnswWorker implements AsyncDisposable {
   static async start(file: string, dim: number): Promise<HnswWorker> {
     const worker = startWorker(import.meta.url, 'hnsw-worker', { workerData: { file, dim } });
     const count = await new Promise<number>((resolve, reject) => {
-      const onError = (e: Error) => reject(new HnswWorkerError(`cannot load HNSW index ${file}: ${e.message}`, { cause: e }));
+      const onError = (e: Error) =>
+        reject(new HnswWorkerError(`cannot load HNSW index ${file}: ${e.message}`, { cause: e }));
       worker.once('error', onError);
       worker.once('message', (m: { ready?: number; error?: string }) => {
         worker.off('error', onError);

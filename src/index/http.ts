@@ -14,7 +14,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { SearchBackend } from './searcher.js';
-import { BadSearchRequestError, DEFAULT_LIMITS, DEFAULT_TOPK, type RequestLimits, validateSearchRequest } from './service.js';
+import {
+  BadSearchRequestError,
+  DEFAULT_LIMITS,
+  DEFAULT_TOPK,
+  type RequestLimits,
+  validateSearchRequest,
+} from './service.js';
 
 export interface RetrievalHttpOptions {
   port?: number;
@@ -39,7 +45,10 @@ class PayloadTooLargeError extends Error {
   }
 }
 
-export async function startRetrievalHttpServer(backend: SearchBackend, opts: RetrievalHttpOptions = {}): Promise<RetrievalHttpServer> {
+export async function startRetrievalHttpServer(
+  backend: SearchBackend,
+  opts: RetrievalHttpOptions = {},
+): Promise<RetrievalHttpServer> {
   const maxBody = opts.maxBodyBytes ?? 1 << 20;
   const server = createServer((req, res) => {
     handle(req, res).catch((e) => send(res, 500, { error: `internal error: ${(e as Error).message}` }));
@@ -47,7 +56,8 @@ export async function startRetrievalHttpServer(backend: SearchBackend, opts: Ret
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
-    if (path !== '/retrieve') return send(res, 404, { error: `no route ${req.method} ${path}; use POST /retrieve` });
+    if (path !== '/retrieve')
+      return send(res, 404, { error: `no route ${req.method} ${path}; use POST /retrieve` });
     if (req.method !== 'POST') return send(res, 405, { error: 'use POST /retrieve' });
     let body: unknown;
     try {
@@ -59,10 +69,14 @@ export async function startRetrievalHttpServer(backend: SearchBackend, opts: Ret
     let request: ReturnType<typeof validateSearchRequest>;
     let returnScores = false;
     try {
-      const withDefault = isObject(body) && (body.topk === undefined || body.topk === null) ? { ...body, topk: opts.defaultTopk ?? DEFAULT_TOPK } : body;
+      const withDefault =
+        isObject(body) && (body.topk === undefined || body.topk === null)
+          ? { ...body, topk: opts.defaultTopk ?? DEFAULT_TOPK }
+          : body;
       request = validateSearchRequest(withDefault, opts.limits ?? DEFAULT_LIMITS);
       const rs = isObject(body) ? body.return_scores : undefined;
-      if (rs !== undefined && typeof rs !== 'boolean') throw new BadSearchRequestError('"return_scores" must be a boolean');
+      if (rs !== undefined && typeof rs !== 'boolean')
+        throw new BadSearchRequestError('"return_scores" must be a boolean');
       returnScores = rs === true;
     } catch (e) {
       return send(res, 400, { error: (e as Error).message });

@@ -38,14 +38,21 @@ export const LEXICAL_DF_FILE = 'lexical-df.u32';
 
 /** Lowercased, accent-stripped words (letters and digits). */
 export function lexicalTokens(text: string): string[] {
-  return text.normalize('NFKD').replace(/\p{M}+/gu, '').toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+  return (
+    text
+      .normalize('NFKD')
+      .replace(/\p{M}+/gu, '')
+      .toLowerCase()
+      .match(/[\p{L}\p{N}]+/gu) ?? []
+  );
 }
 
 /** Hashes of the text's features (words, then word pairs when maxNgram is 2), with repeats. */
 export function featureHashes(text: string, maxNgram: 1 | 2): number[] {
   const words = lexicalTokens(text);
   const out = words.map((w) => hashString(w));
-  if (maxNgram === 2) for (let i = 1; i < words.length; i++) out.push(hashString(`${words[i - 1]} ${words[i]}`));
+  if (maxNgram === 2)
+    for (let i = 1; i < words.length; i++) out.push(hashString(`${words[i - 1]} ${words[i]}`));
   return out;
 }
 
@@ -80,7 +87,8 @@ export class LexicalEmbedder implements Embedder {
     readonly docs: number,
   ) {
     validateParams(params);
-    if (df.length !== params.buckets) throw new RangeError(`lexical: df table has ${df.length} buckets, params say ${params.buckets}`);
+    if (df.length !== params.buckets)
+      throw new RangeError(`lexical: df table has ${df.length} buckets, params say ${params.buckets}`);
     this.dim = params.dim;
     this.idf = new Float32Array(params.buckets);
     for (let b = 0; b < params.buckets; b++) this.idf[b] = Math.log((1 + docs) / (1 + df[b])) + 1;
@@ -101,7 +109,10 @@ export class LexicalEmbedder implements Embedder {
 
   /** Writes the df table into an index dir; params and docs go into meta.json (see store.ts). */
   async save(dir: string): Promise<void> {
-    await writeFile(join(dir, LEXICAL_DF_FILE), new Uint8Array(this.df.buffer, this.df.byteOffset, this.df.byteLength));
+    await writeFile(
+      join(dir, LEXICAL_DF_FILE),
+      new Uint8Array(this.df.buffer, this.df.byteOffset, this.df.byteLength),
+    );
   }
 
   static async load(dir: string, params: LexicalParams, docs: number): Promise<LexicalEmbedder> {
@@ -138,9 +149,11 @@ export class LexicalEmbedder implements Embedder {
 }
 
 function validateParams(p: LexicalParams): void {
-  if (!Number.isInteger(p.dim) || p.dim < 8) throw new RangeError(`lexical: dim must be an integer >= 8, got ${p.dim}`);
+  if (!Number.isInteger(p.dim) || p.dim < 8)
+    throw new RangeError(`lexical: dim must be an integer >= 8, got ${p.dim}`);
   if (!Number.isInteger(p.buckets) || p.buckets < 2 || (p.buckets & (p.buckets - 1)) !== 0) {
     throw new RangeError(`lexical: buckets must be a power of two, got ${p.buckets}`);
   }
-  if (p.maxNgram !== 1 && p.maxNgram !== 2) throw new RangeError(`lexical: maxNgram must be 1 or 2, got ${p.maxNgram}`);
+  if (p.maxNgram !== 1 && p.maxNgram !== 2)
+    throw new RangeError(`lexical: maxNgram must be 1 or 2, got ${p.maxNgram}`);
 }

@@ -19,7 +19,10 @@ export interface ObservationOptions {
 export const DEFAULT_OBSERVATION_CHARS = 1500;
 
 /** Formats retrieved passages (`contents` = `title\ntext`) as one observation string. */
-export function formatObservation(docs: ReadonlyArray<{ contents: string }>, opts: ObservationOptions = {}): string {
+export function formatObservation(
+  docs: ReadonlyArray<{ contents: string }>,
+  opts: ObservationOptions = {},
+): string {
   const maxChars = opts.maxChars ?? DEFAULT_OBSERVATION_CHARS;
   if (docs.length === 0) return '';
   const share = Math.floor(maxChars / docs.length);

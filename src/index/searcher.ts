@@ -67,7 +67,8 @@ export class PassageStore {
   }
 
   async get(label: number): Promise<Passage> {
-    if (!(label >= 0 && label < this.count)) throw new RangeError(`passage label ${label} out of range [0, ${this.count})`);
+    if (!(label >= 0 && label < this.count))
+      throw new RangeError(`passage label ${label} out of range [0, ${this.count})`);
     const start = this.offsets[label];
     const length = this.offsets[label + 1] - start;
     const buf = Buffer.alloc(length);
@@ -96,7 +97,8 @@ export class IndexSearcher implements SearchBackend, AsyncDisposable {
     const meta = await readMeta(dir);
     const embedder = opts.embedder ?? (await queryEmbedderFor(dir, meta, opts));
     try {
-      if (embedder.fingerprint !== meta.fingerprint) throw new EmbedderMismatchError(dir, meta.fingerprint, embedder.fingerprint);
+      if (embedder.fingerprint !== meta.fingerprint)
+        throw new EmbedderMismatchError(dir, meta.fingerprint, embedder.fingerprint);
       const passages = await PassageStore.open(dir);
       const hnsw = await HnswWorker.start(join(dir, HNSW_FILE), meta.dim).catch(async (e) => {
         await passages.close();
@@ -119,7 +121,12 @@ export class IndexSearcher implements SearchBackend, AsyncDisposable {
         Promise.all(
           top.labels.map(async (label, i) => {
             const p = await this.passages.get(label);
-            return { id: p.id, title: splitTitle(p.contents).title, contents: p.contents, score: top.scores[i] };
+            return {
+              id: p.id,
+              title: splitTitle(p.contents).title,
+              contents: p.contents,
+              score: top.scores[i],
+            };
           }),
         ),
       ),
@@ -146,7 +153,10 @@ async function queryEmbedderFor(dir: string, meta: IndexMeta, opts: OpenIndexOpt
   if (meta.embedder === 'e5') {
     const model = opts.model ?? meta.e5?.model;
     const vocab = opts.vocab ?? meta.e5?.vocab;
-    if (!model || !vocab) throw new Error(`index at ${dir} uses e5 but no model/vocab is recorded; pass --model FILE --vocab FILE`);
+    if (!model || !vocab)
+      throw new Error(
+        `index at ${dir} uses e5 but no model/vocab is recorded; pass --model FILE --vocab FILE`,
+      );
     return createEmbedder({ kind: 'e5', model, vocab, maxLength: meta.e5?.maxLength });
   }
   throw new Error(`index at ${dir}: unknown embedder '${meta.embedder}' in meta.json; rebuild the index`);

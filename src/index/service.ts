@@ -14,15 +14,15 @@
  * never disturbs the others.
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import { serviceSubject } from '../events/subjects.js';
 import type { SearchBackend, SearchHit } from './searcher.js';
 
 export const SEARCH_QUEUE = 'search';
 export const DEFAULT_TOPK = 3;
 
-/** `akbe.<run>.svc.search`; the run id must be a single subject token. */
+/** `akbe.<run>.svc.search` (subject names live in src/events/subjects.ts). */
 export function searchSubject(runId: string): string {
-  if (!/^[A-Za-z0-9_-]+$/.test(runId)) throw new RangeError(`run id '${runId}' must be one NATS subject token (letters, digits, _ and -)`);
-  return `akbe.${runId}.svc.search`;
+  return serviceSubject(runId, 'search');
 }
 
 export interface SearchRequest {
@@ -59,13 +59,18 @@ export const DEFAULT_LIMITS: RequestLimits = { maxQueries: 256, maxTopk: 100, ma
 
 /** Validates a decoded request body (shared with the HTTP endpoint). */
 export function validateSearchRequest(body: unknown, limits: RequestLimits = DEFAULT_LIMITS): SearchRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new BadSearchRequestError('request must be a JSON object {"queries": [...], "topk": N}');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new BadSearchRequestError('request must be a JSON object {"queries": [...], "topk": N}');
   const { queries, topk } = body as Record<string, unknown>;
   if (!Array.isArray(queries)) throw new BadSearchRequestError('"queries" must be an array of strings');
-  if (queries.length > limits.maxQueries) throw new BadSearchRequestError(`"queries" has ${queries.length} entries; at most ${limits.maxQueries} per request`);
+  if (queries.length > limits.maxQueries)
+    throw new BadSearchRequestError(
+      `"queries" has ${queries.length} entries; at most ${limits.maxQueries} per request`,
+    );
   queries.forEach((q, i) => {
     if (typeof q !== 'string') throw new BadSearchRequestError(`"queries[${i}]" must be a string`);
-    if (q.length > limits.maxQueryChars) throw new BadSearchRequestError(`"queries[${i}]" is longer than ${limits.maxQueryChars} characters`);
+    if (q.length > limits.maxQueryChars)
+      throw new BadSearchRequestError(`"queries[${i}]" is longer than ${limits.maxQueryChars} characters`);
   });
   let k = DEFAULT_TOPK;
   if (topk !== undefined && topk !== null) {
@@ -108,7 +113,9 @@ export class SearchService implements AsyncDisposable {
     this.subject = searchSubject(opts.runId);
     this.limits = opts.limits ?? DEFAULT_LIMITS;
     this.maxBatchQueries = opts.maxBatchQueries ?? 512;
-    this.sub = nc.subscribe(this.subject, { queue: opts.queue ?? SEARCH_QUEUE, callback: (err, msg) => {
+    this.sub = nc.subscribe(this.subject, {
+      queue: opts.queue ?? SEARCH_QUEUE,
+      callback: (err, msg) => {
         if (!err) this.onMessage(msg);
       },
     });
@@ -126,7 +133,8 @@ export class SearchService implements AsyncDisposable {
       req = validateSearchRequest(JSON.parse(msg.string()), this.limits);
     } catch (e) {
       this.stats.errors++;
-      const reason = e instanceof BadSearchRequestError ? e.message : `request is not valid JSON: ${(e as Error).message}`;
+      const reason =
+        e instanceof BadSearchRequestError ? e.message : `request is not valid JSON: ${(e as Error).message}`;
       msg.respond(JSON.stringify({ error: reason }));
       return;
     }
@@ -142,7 +150,10 @@ export class SearchService implements AsyncDisposable {
     while (this.queue.length > 0) {
       const batch: Pending[] = [];
       let n = 0;
-      while (this.queue.length > 0 && (batch.length === 0 || n + this.queue[0].req.queries.length <= this.maxBatchQueries)) {
+      while (
+        this.queue.length > 0 &&
+        (batch.length === 0 || n + this.queue[0].req.queries.length <= this.maxBatchQueries)
+      ) {
         const p = this.queue.shift()!;
         batch.push(p);
         n += p.req.queries.length;
@@ -161,7 +172,8 @@ export class SearchService implements AsyncDisposable {
       results = await this.backend.search(queries, k);
     } catch (e) {
       this.stats.errors += batch.length;
-      for (const p of batch) p.msg.respond(JSON.stringify({ error: `search failed: ${(e as Error).message}` }));
+      for (const p of batch)
+        p.msg.respond(JSON.stringify({ error: `search failed: ${(e as Error).message}` }));
       return;
     }
     let at = 0;
@@ -184,7 +196,13 @@ export class SearchService implements AsyncDisposable {
 }
 
 /** Calls the search service: top-k passages for each query. */
-export async function requestSearch(nc: NatsConnection, runId: string, queries: string[], topk = DEFAULT_TOPK, timeoutMs = 30_000): Promise<SearchHit[][]> {
+export async function requestSearch(
+  nc: NatsConnection,
+  runId: string,
+  queries: string[],
+  topk = DEFAULT_TOPK,
+  timeoutMs = 30_000,
+): Promise<SearchHit[][]> {
   const subject = searchSubject(runId);
   const reply = await nc.request(subject, JSON.stringify({ queries, topk }), { timeout: timeoutMs });
   let body: { results?: SearchHit[][]; error?: string };

@@ -63,7 +63,10 @@ export class IndexNotFoundError extends Error {
     readonly dir: string,
     options?: ErrorOptions,
   ) {
-    super(`no akbe index at ${dir} (${META_FILE} missing or unreadable); build one with: akbe index build --corpus FILE --out ${dir}`, options);
+    super(
+      `no akbe index at ${dir} (${META_FILE} missing or unreadable); build one with: akbe index build --corpus FILE --out ${dir}`,
+      options,
+    );
     this.name = 'IndexNotFoundError';
   }
 }
@@ -92,7 +95,10 @@ export async function buildIndex(opts: BuildIndexOptions): Promise<IndexMeta> {
     // Pass 1 validates every line before any expensive work, counts passages and (lexical)
     // fits document frequencies.
     const scan = progressStream ? new Progress('scanning corpus', { stream: progressStream }) : null;
-    const freq = opts.embedder.kind === 'lexical' ? new DocumentFrequencies({ ...LEXICAL_DEFAULTS, ...opts.embedder.params }) : null;
+    const freq =
+      opts.embedder.kind === 'lexical'
+        ? new DocumentFrequencies({ ...LEXICAL_DEFAULTS, ...opts.embedder.params })
+        : null;
     let count = 0;
     for await (const p of readCorpus(opts.corpus)) {
       freq?.add(p.contents);
@@ -106,7 +112,9 @@ export async function buildIndex(opts: BuildIndexOptions): Promise<IndexMeta> {
     const index = HnswIndex.create(embedder.dim, count, hnswParams);
     const passagesFile = await open(join(tmp, PASSAGES_FILE), 'w');
     const offsets = new Float64Array(count + 1);
-    const bar = progressStream ? new Progress('embedding + indexing', { stream: progressStream, total: count }) : null;
+    const bar = progressStream
+      ? new Progress('embedding + indexing', { stream: progressStream, total: count })
+      : null;
     let label = 0;
     let bytes = 0;
     const batchSize = opts.batchSize ?? 64;
@@ -138,7 +146,11 @@ export async function buildIndex(opts: BuildIndexOptions): Promise<IndexMeta> {
       await passagesFile.close();
     }
     bar?.finish();
-    if (label !== count) throw new IndexBuildError(`corpus ${opts.corpus} changed during the build (${count} then ${label} passages)`, out);
+    if (label !== count)
+      throw new IndexBuildError(
+        `corpus ${opts.corpus} changed during the build (${count} then ${label} passages)`,
+        out,
+      );
     offsets[count] = bytes;
 
     index.write(join(tmp, HNSW_FILE));
@@ -160,7 +172,11 @@ export async function buildIndex(opts: BuildIndexOptions): Promise<IndexMeta> {
       await embedder.save(tmp);
       meta.lexical = { ...embedder.params, docs: embedder.docs };
     } else if (opts.embedder.kind === 'e5') {
-      meta.e5 = { model: resolve(opts.embedder.model), vocab: resolve(opts.embedder.vocab), maxLength: opts.embedder.maxLength ?? 256 };
+      meta.e5 = {
+        model: resolve(opts.embedder.model),
+        vocab: resolve(opts.embedder.vocab),
+        maxLength: opts.embedder.maxLength ?? 256,
+      };
     }
     await writeFile(join(tmp, META_FILE), `${JSON.stringify(meta, null, 2)}\n`);
     await moveIntoPlace(tmp, out);
@@ -177,9 +193,17 @@ export async function buildIndex(opts: BuildIndexOptions): Promise<IndexMeta> {
 export async function createEmbedder(spec: EmbedderSpec): Promise<Embedder> {
   if (spec.kind === 'e5') {
     const { E5Embedder } = await import('./e5.js');
-    return E5Embedder.create({ model: spec.model, vocab: spec.vocab, maxLength: spec.maxLength, threads: spec.threads });
+    return E5Embedder.create({
+      model: spec.model,
+      vocab: spec.vocab,
+      maxLength: spec.maxLength,
+      threads: spec.threads,
+    });
   }
-  throw new IndexBuildError('a lexical embedder must be fitted on its corpus first (buildIndex does this)', '');
+  throw new IndexBuildError(
+    'a lexical embedder must be fitted on its corpus first (buildIndex does this)',
+    '',
+  );
 }
 
 export async function readMeta(dir: string): Promise<IndexMeta> {
@@ -189,7 +213,10 @@ export async function readMeta(dir: string): Promise<IndexMeta> {
   } catch (e) {
     throw new IndexNotFoundError(dir, { cause: e });
   }
-  if (meta.format !== INDEX_FORMAT) throw new IndexNotFoundError(dir, { cause: new Error(`format '${meta.format}', expected '${INDEX_FORMAT}'`) });
+  if (meta.format !== INDEX_FORMAT)
+    throw new IndexNotFoundError(dir, {
+      cause: new Error(`format '${meta.format}', expected '${INDEX_FORMAT}'`),
+    });
   return meta;
 }
 
@@ -200,10 +227,15 @@ async function checkReplaceable(out: string): Promise<void> {
   try {
     entries = await readdir(out);
   } catch (e) {
-    throw new IndexBuildError(`--out ${out} exists and is not a directory; choose another path`, out, { cause: e });
+    throw new IndexBuildError(`--out ${out} exists and is not a directory; choose another path`, out, {
+      cause: e,
+    });
   }
   if (entries.length > 0 && !entries.includes(META_FILE)) {
-    throw new IndexBuildError(`--out ${out} is a non-empty directory that holds no akbe index; choose another path or empty it`, out);
+    throw new IndexBuildError(
+      `--out ${out} is a non-empty directory that holds no akbe index; choose another path or empty it`,
+      out,
+    );
   }
 }
 

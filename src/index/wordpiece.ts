@@ -18,7 +18,10 @@ export class VocabFormatError extends Error {
     problem: string,
     options?: ErrorOptions,
   ) {
-    super(`${file}: ${problem} (expected a BERT vocab.txt or a tokenizer.json with a WordPiece model)`, options);
+    super(
+      `${file}: ${problem} (expected a BERT vocab.txt or a tokenizer.json with a WordPiece model)`,
+      options,
+    );
     this.name = 'VocabFormatError';
   }
 }
@@ -74,13 +77,17 @@ export class WordPieceTokenizer {
   static fromText(text: string, file = '<vocab>', opts: WordPieceOptions = {}): WordPieceTokenizer {
     const vocab = new Map<string, number>();
     if (text.trimStart().startsWith('{')) {
-      let json: { model?: { type?: string; vocab?: Record<string, number> }; normalizer?: { lowercase?: boolean } };
+      let json: {
+        model?: { type?: string; vocab?: Record<string, number> };
+        normalizer?: { lowercase?: boolean };
+      };
       try {
         json = JSON.parse(text);
       } catch (e) {
         throw new VocabFormatError(file, 'invalid JSON', { cause: e });
       }
-      if (json.model?.type !== 'WordPiece' || typeof json.model.vocab !== 'object') throw new VocabFormatError(file, `model.type is '${json.model?.type}', not WordPiece`);
+      if (json.model?.type !== 'WordPiece' || typeof json.model.vocab !== 'object')
+        throw new VocabFormatError(file, `model.type is '${json.model?.type}', not WordPiece`);
       for (const [tok, id] of Object.entries(json.model.vocab)) vocab.set(tok, id);
       opts = { lowercase: json.normalizer?.lowercase ?? true, ...opts };
     } else {
@@ -111,7 +118,11 @@ export class WordPieceTokenizer {
     const out: string[] = [];
     for (let word of clean.split(' ')) {
       if (word === '') continue;
-      if (this.lowercase) word = word.toLowerCase().normalize('NFD').replace(/\p{Mn}/gu, '');
+      if (this.lowercase)
+        word = word
+          .toLowerCase()
+          .normalize('NFD')
+          .replace(/\p{Mn}/gu, '');
       let current = '';
       for (const ch of word) {
         if (isPunctuation(ch)) {
@@ -178,7 +189,8 @@ function isControl(ch: string): boolean {
 /** ASCII non-alphanumeric symbols count as punctuation too (`$`, `^`, `` ` ``), as in BERT. */
 function isPunctuation(ch: string): boolean {
   const cp = ch.codePointAt(0)!;
-  if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126)) return true;
+  if ((cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126))
+    return true;
   return /^\p{P}$/u.test(ch);
 }
 

@@ -73,7 +73,9 @@ export class Progress {
     const line = this.render(t);
     if (this.tty) {
       const cols = this.stream.columns ?? 100;
-      this.stream.write(`\r${line.slice(0, Math.max(cols - 1, 20)).padEnd(Math.min(cols - 1, 100))}${final ? '\n' : ''}`);
+      this.stream.write(
+        `\r${line.slice(0, Math.max(cols - 1, 20)).padEnd(Math.min(cols - 1, 100))}${final ? '\n' : ''}`,
+      );
     } else {
       this.stream.write(`${line}\n`);
     }
