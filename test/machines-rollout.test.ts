@@ -94,7 +94,7 @@ t.test('the length limit counts observation tokens and truncates generation', as
   const r = await toPromise(actor);
   t.equal(r.stopReason, 'length');
   t.equal(r.responseTokens.length, 16);
-  t.equal(calls.generate[1].maxNewTokens, 16 - 5 - 5, 'budget left after 5 generated and 5 observation tokens');
+  t.equal(calls.generate[1].maxNewTokens, 16 - 5 - 6, 'budget left after 5 generated and 6 observation tokens');
   t.equal(r.reward, 0);
 });
 
