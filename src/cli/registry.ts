@@ -4,5 +4,6 @@
  * and unrelated commands start fast.
  */
 import type { CommandSpec } from './command.js';
+import { indexCommands } from './commands/index.js';
 
-export const COMMANDS: CommandSpec[] = [];
+export const COMMANDS: CommandSpec[] = [...indexCommands];
