@@ -2,10 +2,21 @@
  * `akbe index build|search|serve`: the search tool from the command line. Heavy modules
  * (hnswlib, onnxruntime, NATS) load inside `run`.
  */
-import { type CommandContext, type CommandSpec, choiceFlag, intFlag, requireString, UsageError } from '../command.js';
+import {
+  type CommandContext,
+  type CommandSpec,
+  choiceFlag,
+  intFlag,
+  requireString,
+  UsageError,
+} from '../command.js';
 
 const modelFlags = {
-  model: { type: 'string', value: 'FILE', description: 'e5: ONNX BERT encoder (input_ids/attention_mask/token_type_ids -> last_hidden_state)' },
+  model: {
+    type: 'string',
+    value: 'FILE',
+    description: 'e5: ONNX BERT encoder (input_ids/attention_mask/token_type_ids -> last_hidden_state)',
+  },
   vocab: { type: 'string', value: 'FILE', description: 'e5: vocab.txt or tokenizer.json (WordPiece)' },
 } as const;
 
@@ -18,13 +29,31 @@ const build: CommandSpec = {
   path: ['index', 'build'],
   summary: 'Build a search index (HNSW, inner product) from a Search-R1 JSONL corpus {"id","contents"}',
   flags: {
-    corpus: { type: 'string', value: 'FILE', description: 'JSONL corpus, one {"id","contents"} per line (title = first line of contents)' },
-    out: { type: 'string', value: 'DIR', description: 'index directory (written atomically; an earlier index there is replaced)' },
-    embedder: { type: 'string', value: 'KIND', description: 'lexical (hashed TF-IDF, no download) or e5', default: 'lexical' },
+    corpus: {
+      type: 'string',
+      value: 'FILE',
+      description: 'JSONL corpus, one {"id","contents"} per line (title = first line of contents)',
+    },
+    out: {
+      type: 'string',
+      value: 'DIR',
+      description: 'index directory (written atomically; an earlier index there is replaced)',
+    },
+    embedder: {
+      type: 'string',
+      value: 'KIND',
+      description: 'lexical (hashed TF-IDF, no download) or e5',
+      default: 'lexical',
+    },
     ...modelFlags,
     dim: { type: 'string', value: 'N', description: 'lexical: vector length', default: '1024' },
     m: { type: 'string', value: 'N', description: 'HNSW links per node (M)', default: '16' },
-    'ef-construction': { type: 'string', value: 'N', description: 'HNSW build candidate list size', default: '200' },
+    'ef-construction': {
+      type: 'string',
+      value: 'N',
+      description: 'HNSW build candidate list size',
+      default: '200',
+    },
     'batch-size': { type: 'string', value: 'N', description: 'passages per embedding call', default: '64' },
     threads: { type: 'string', value: 'N', description: 'e5: onnxruntime intra-op threads', default: '1' },
   },
@@ -32,7 +61,10 @@ const build: CommandSpec = {
     const corpus = requireString(ctx, 'corpus');
     const out = requireString(ctx, 'out');
     const kind = choiceFlag(ctx, 'embedder', ['lexical', 'e5'] as const, 'lexical')!;
-    const hnsw = { m: intFlag(ctx, 'm', { min: 2, max: 256 })!, efConstruction: intFlag(ctx, 'ef-construction', { min: 8, max: 4096 })! };
+    const hnsw = {
+      m: intFlag(ctx, 'm', { min: 2, max: 256 })!,
+      efConstruction: intFlag(ctx, 'ef-construction', { min: 8, max: 4096 })!,
+    };
     const batchSize = intFlag(ctx, 'batch-size', { min: 1, max: 8192 })!;
     const { buildIndex } = await import('../../index/store.js');
     let embedder: Parameters<typeof buildIndex>[0]['embedder'];
@@ -45,7 +77,9 @@ const build: CommandSpec = {
       embedder = { kind, params: { dim: intFlag(ctx, 'dim', { min: 8, max: 65536 }) } };
     }
     const meta = await buildIndex({ corpus, out, embedder, hnsw, batchSize, progress: ctx.err });
-    ctx.out.write(`built ${out}: ${meta.count} passages, ${meta.fingerprint}, ${meta.buildSeconds.toFixed(1)} s\n`);
+    ctx.out.write(
+      `built ${out}: ${meta.count} passages, ${meta.fingerprint}, ${meta.buildSeconds.toFixed(1)} s\n`,
+    );
   },
 };
 
@@ -69,10 +103,20 @@ const search: CommandSpec = {
     const ef = intFlag(ctx, 'ef', { min: 1, max: 100000 })!;
     const { IndexSearcher } = await import('../../index/searcher.js');
     const { formatObservation } = await import('../../index/observation.js');
-    await using searcher = await IndexSearcher.open(dir, { model: optionalString(ctx, 'model'), vocab: optionalString(ctx, 'vocab'), ef });
+    await using searcher = await IndexSearcher.open(dir, {
+      model: optionalString(ctx, 'model'),
+      vocab: optionalString(ctx, 'vocab'),
+      ef,
+    });
     const results = await searcher.search(queries, k, ef);
     if (ctx.flags.json) {
-      ctx.out.write(`${JSON.stringify(queries.map((query, i) => ({ query, results: results[i] })), null, 2)}\n`);
+      ctx.out.write(
+        `${JSON.stringify(
+          queries.map((query, i) => ({ query, results: results[i] })),
+          null,
+          2,
+        )}\n`,
+      );
       return;
     }
     queries.forEach((query, i) => {
@@ -83,7 +127,9 @@ const search: CommandSpec = {
       }
       results[i].forEach((h, j) => {
         const text = h.contents.slice(h.title.length + 1).replace(/\s+/g, ' ');
-        ctx.out.write(`${j + 1}. ${h.score.toFixed(4)}  ${h.title}  [${h.id}]\n   ${text.length > 160 ? `${text.slice(0, 157)}...` : text}\n`);
+        ctx.out.write(
+          `${j + 1}. ${h.score.toFixed(4)}  ${h.title}  [${h.id}]\n   ${text.length > 160 ? `${text.slice(0, 157)}...` : text}\n`,
+        );
       });
     });
   },
@@ -91,13 +137,23 @@ const search: CommandSpec = {
 
 const serve: CommandSpec = {
   path: ['index', 'serve'],
-  summary: 'Serve an index: NATS akbe.<run>.svc.search (via NATS_URL or --nats) and/or Search-R1 POST /retrieve (--http)',
+  summary:
+    'Serve an index: NATS akbe.<run>.svc.search (via NATS_URL or --nats) and/or Search-R1 POST /retrieve (--http)',
   flags: {
     index: { type: 'string', value: 'DIR', description: 'index directory' },
-    http: { type: 'string', value: 'PORT', description: 'also serve POST /retrieve on this port (0 = any free port)' },
+    http: {
+      type: 'string',
+      value: 'PORT',
+      description: 'also serve POST /retrieve on this port (0 = any free port)',
+    },
     host: { type: 'string', value: 'HOST', description: 'HTTP bind address', default: '127.0.0.1' },
     nats: { type: 'string', value: 'URL', description: 'NATS server (default: $NATS_URL)' },
-    run: { type: 'string', value: 'ID', description: 'run id: the service answers on akbe.<run>.svc.search', default: 'dev' },
+    run: {
+      type: 'string',
+      value: 'ID',
+      description: 'run id: the service answers on akbe.<run>.svc.search',
+      default: 'dev',
+    },
     ef: { type: 'string', value: 'N', description: 'HNSW search candidate list size', default: '64' },
     ...modelFlags,
   },
@@ -107,7 +163,10 @@ const serve: CommandSpec = {
     const natsUrl = optionalString(ctx, 'nats') ?? process.env.NATS_URL;
     const runId = requireString(ctx, 'run');
     const ef = intFlag(ctx, 'ef', { min: 1, max: 100000 })!;
-    if (port === undefined && !natsUrl) throw new UsageError('nothing to serve: set NATS_URL (or --nats URL; `akbe nats up` starts a server) and/or pass --http PORT');
+    if (port === undefined && !natsUrl)
+      throw new UsageError(
+        'nothing to serve: set NATS_URL (or --nats URL; `akbe nats up` starts a server) and/or pass --http PORT',
+      );
     const { searchSubject, SearchService } = await import('../../index/service.js');
     try {
       searchSubject(runId);
@@ -115,13 +174,19 @@ const serve: CommandSpec = {
       throw new UsageError(`--run '${runId}' must be one NATS subject token (letters, digits, _ and -)`);
     }
     const { IndexSearcher } = await import('../../index/searcher.js');
-    const searcher = await IndexSearcher.open(dir, { model: optionalString(ctx, 'model'), vocab: optionalString(ctx, 'vocab'), ef });
+    const searcher = await IndexSearcher.open(dir, {
+      model: optionalString(ctx, 'model'),
+      vocab: optionalString(ctx, 'vocab'),
+      ef,
+    });
     const stops: Array<() => Promise<void>> = [() => searcher.close()];
     try {
       if (natsUrl) {
         const { connect } = await import('@nats-io/transport-node');
         const nc = await connect({ servers: natsUrl, name: `akbe-search-${runId}` }).catch((e) => {
-          throw new Error(`cannot connect to NATS at ${natsUrl}: ${(e as Error).message} (start one with akbe nats up, or fix NATS_URL/--nats)`);
+          throw new Error(
+            `cannot connect to NATS at ${natsUrl}: ${(e as Error).message} (start one with akbe nats up, or fix NATS_URL/--nats)`,
+          );
         });
         const service = SearchService.start(nc, searcher, { runId });
         stops.unshift(async () => {
@@ -136,7 +201,9 @@ const serve: CommandSpec = {
         stops.unshift(() => http.close());
         ctx.out.write(`retrieval endpoint: POST ${http.url}/retrieve\n`);
       }
-      ctx.out.write(`serving ${dir} (${searcher.meta.count} passages, ${searcher.meta.fingerprint}); Ctrl-C stops\n`);
+      ctx.out.write(
+        `serving ${dir} (${searcher.meta.count} passages, ${searcher.meta.fingerprint}); Ctrl-C stops\n`,
+      );
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
