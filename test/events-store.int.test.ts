@@ -2,7 +2,7 @@ import { jetstream } from '@nats-io/jetstream';
 import { Packr } from 'msgpackr';
 import t from 'tap';
 import type { AkbeEvent } from '../src/events/catalog.js';
-import { CODEC_OPTIONS, encodeEvent } from '../src/events/codec.js';
+import { CODEC_OPTIONS } from '../src/events/codec.js';
 import type { DeadLetterReport } from '../src/events/dead-letter.js';
 import { AppendError, ConcurrencyError, InvalidEventError } from '../src/events/errors.js';
 import { fold, foldRun } from '../src/events/projection.js';
