@@ -91,7 +91,9 @@ export function slice(x: Tensor, starts: number[], ends: number[], axes: number[
   ax.forEach((a, k) => {
     const d = shape[a];
     if (typeof d !== 'number') {
-      shape[a] = g.freshName('dim');
+      // x[-k:] has k elements whatever the dim (assuming dim >= k); anything else is unknown.
+      const tail = starts[k] < 0 && ends[k] >= Number.MAX_SAFE_INTEGER;
+      shape[a] = tail ? -starts[k] : g.freshName('dim');
       return;
     }
     const clampIdx = (v: number) => Math.min(Math.max(v < 0 ? v + d : v, 0), d);
@@ -191,3 +193,23 @@ registerGradRules({
   Shape: () => [null],
   Expand: ([g], { inputs: [x] }) => [sumTo(g!, x!.shape), null],
 });
+
+/** Dimension `axis` of x as an int64 scalar (Shape then Gather): for graphs with symbolic dims. */
+export function dimOf(x: Tensor, axis: number): Tensor {
+  const g = x.graph;
+  const s = shapeOf(x);
+  return g.addNode(
+    'Gather',
+    [s, g.constant(normAxis('dimOf', axis, x.rank), 'int64', [])],
+    { axis: A.i(0) },
+    [{ dtype: 'int64', shape: [] }],
+  )[0];
+}
+
+/** [start, start + delta, ..., limit) from int64 scalars (ONNX Range); not differentiable. */
+export function range(start: Tensor, limit: Tensor, delta = 1): Tensor {
+  const g = start.graph;
+  return g.addNode('Range', [start, limit, g.scalar(delta, start.dtype)], {}, [
+    { dtype: start.dtype, shape: [g.freshName('range')] },
+  ])[0];
+}
