@@ -5,5 +5,6 @@
  */
 import type { CommandSpec } from './command.js';
 import { indexCommands } from './commands/index.js';
+import { worldCommands } from './commands/world.js';
 
-export const COMMANDS: CommandSpec[] = [...indexCommands];
+export const COMMANDS: CommandSpec[] = [...indexCommands, ...worldCommands];

@@ -1,0 +1,152 @@
+/**
+ * The knobs of the synthetic knowledge world, as typed defaults with reasons. The default is
+ * sized like the PyTorch prototype that met issue 5's acceptance figures (word-level vocabulary
+ * of ~500 tokens, single-hop sequences <= 96 tokens, pretraining in minutes on one core);
+ * `TINY_WORLD` is the same recipe at a size that tests build in well under a second.
+ */
+
+export interface WorldConfig {
+  seed: number;
+  // ---- entities ----------------------------------------------------------------------------
+  countries: number;
+  cities: number;
+  persons: number;
+  orgs: number;
+  works: number;
+  /** Pools the person names are drawn from; persons share surnames (and first names) on purpose. */
+  firstNames: number;
+  surnames: number;
+  /** Share of cities and countries with a second name (a gold-answer alias). */
+  aliasShare: number;
+  // ---- the knowledge boundary -----------------------------------------------------------------
+  /** Share of each entity type, by popularity rank, whose facts enter the pretraining mix. */
+  headShare: number;
+  /** Share of the remaining (tail) entities kept out of every question set: the demonstration
+   *  pool whose passages and search demonstrations teach the policy to read observations. */
+  demoShare: number;
+  /** Zipf exponent of popularity (fact repetitions ∝ 1 / rank^s). */
+  zipf: number;
+  /** Repetitions of a head fact's sentence: the most popular gets max, none gets fewer than min. */
+  maxFactRepeats: number;
+  minFactRepeats: number;
+  // ---- questions ----------------------------------------------------------------------------
+  /** Train/dev/test shares of the question entities (split by entity, not by question). */
+  splitShares: [number, number, number];
+  /** Cap per multi-hop kind per (split, known) cell, so that multi-hop does not swamp single-hop. */
+  multiHopPerCell: number;
+  // ---- pretraining mix ----------------------------------------------------------------------
+  mix: MixConfig;
+}
+
+export interface MixConfig {
+  /** Probability that a with-tool demonstration on a KNOWN fact searches (else answers directly,
+   *  correctly): 0.5 makes the base over-search, leaving room for AKBE to remove searches. */
+  searchKnown: number;
+  /** Probability that a with-tool demonstration on an UNKNOWN fact searches; the rest answer
+   *  with a confident guess. Sets how much the base under-searches (search rate ≈ this). */
+  searchUnknown: number;
+  /** With-tool demonstrations per question entity question (known and unknown). */
+  withToolPerQuestion: number;
+  /** With-tool demonstrations per demonstration-pool question (they carry the full search). */
+  withToolPerDemoQuestion: number;
+  /** No-tool demonstrations per question (answers from memory; guesses when unknown). */
+  noToolPerQuestion: number;
+  /** Fact sentences are packed into sequences of at most this many tokens. */
+  factSequenceTokens: number;
+  /** Passages returned per search (Search-R1: 3). */
+  topK: number;
+  /** Longer demonstrations are dropped (two searches with three passages each need ~125). */
+  maxSequenceTokens: number;
+}
+
+export const DEFAULT_MIX: MixConfig = {
+  searchKnown: 0.5, // coin flip: the base searches on about half of the questions it knows
+  searchUnknown: 0.75, // under-searches somewhat on unknown ones: what GRPO escalates and AKBE keeps
+  withToolPerQuestion: 2, // two independent coin flips per question: a per-question rate, not a rule
+  withToolPerDemoQuestion: 3, // reading observations is the skill unknown questions need
+  noToolPerQuestion: 2,
+  factSequenceTokens: 64,
+  topK: 3,
+  maxSequenceTokens: 128, // single-hop needs <= 96; the model's context
+};
+
+export const DEFAULT_WORLD: WorldConfig = {
+  seed: 0,
+  countries: 24, // >= 20 so that guessing a country scores ~0.04
+  cities: 64,
+  persons: 360,
+  orgs: 72,
+  works: 96,
+  firstNames: 56,
+  surnames: 40, // ~9 persons per surname: lexical search on a surname is ambiguous
+  aliasShare: 0.3,
+  headShare: 0.4,
+  demoShare: 0.3,
+  zipf: 1,
+  maxFactRepeats: 40,
+  minFactRepeats: 10, // a d_model-64 model memorises a fact seen ~10 times across its phrasings
+  splitShares: [0.6, 0.2, 0.2],
+  multiHopPerCell: 40,
+  mix: DEFAULT_MIX,
+};
+
+/** A world of ~60 entities for tests: same code paths, a fraction of the work. */
+export const TINY_WORLD: WorldConfig = {
+  ...DEFAULT_WORLD,
+  countries: 21,
+  cities: 24,
+  persons: 48,
+  orgs: 12,
+  works: 12,
+  firstNames: 12,
+  surnames: 8,
+  maxFactRepeats: 6,
+  minFactRepeats: 2,
+  multiHopPerCell: 6,
+};
+
+export class WorldConfigError extends Error {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(`world config: ${field} ${message}`);
+    this.name = 'WorldConfigError';
+  }
+}
+
+/** Rejects configurations the generator cannot satisfy (e.g. more persons than name pairs). */
+export function validateWorldConfig(c: WorldConfig): void {
+  const positive = ['countries', 'cities', 'persons', 'orgs', 'works', 'firstNames', 'surnames'] as const;
+  for (const f of positive)
+    if (!Number.isInteger(c[f]) || c[f] < 1)
+      throw new WorldConfigError(f, `must be a positive integer, got ${c[f]}`);
+  if (c.countries < 20)
+    throw new WorldConfigError(
+      'countries',
+      `must be >= 20 so that guessing scores near zero, got ${c.countries}`,
+    );
+  if (c.cities < c.countries)
+    throw new WorldConfigError(
+      'cities',
+      `must be >= countries (every country has a capital), got ${c.cities}`,
+    );
+  if (c.persons > c.firstNames * c.surnames)
+    throw new WorldConfigError('persons', `exceeds firstNames x surnames (${c.firstNames * c.surnames})`);
+  for (const f of ['headShare', 'demoShare', 'aliasShare'] as const) {
+    if (!(c[f] >= 0 && c[f] <= 1)) throw new WorldConfigError(f, `must lie in [0, 1], got ${c[f]}`);
+  }
+  const s = c.splitShares;
+  if (s.length !== 3 || s.some((x) => !(x >= 0)) || Math.abs(s[0] + s[1] + s[2] - 1) > 1e-9) {
+    throw new WorldConfigError(
+      'splitShares',
+      `must be three non-negative shares summing to 1, got ${JSON.stringify(s)}`,
+    );
+  }
+  if (c.minFactRepeats < 1 || c.maxFactRepeats < c.minFactRepeats)
+    throw new WorldConfigError('minFactRepeats', 'must satisfy 1 <= min <= max');
+  for (const f of ['searchKnown', 'searchUnknown'] as const) {
+    if (!(c.mix[f] >= 0 && c.mix[f] <= 1))
+      throw new WorldConfigError(`mix.${f}`, `must lie in [0, 1], got ${c.mix[f]}`);
+  }
+}

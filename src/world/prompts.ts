@@ -1,0 +1,56 @@
+/**
+ * Prompt templates of the two rollout paths, in our own words, sized for a tiny model: a few
+ * instruction tokens then the question. The two instructions share no word, so the first tokens
+ * of the prompt tell the policy which path it is on.
+ *
+ *   with-tool:  <bos> Search up to 6 times. <question>
+ *   no-tool:    <bos> Answer from memory. <question>
+ *
+ * The response grammar the policy learns in pretraining (and that src/rl/format.ts checks):
+ *   with-tool:  <think> … </think> ( <search> q </search> <information> Doc 1(Title: t) … </information> )*
+ *               [ <think> … </think> ] <answer> x </answer>          at most 6 searches
+ *   no-tool:    <think> … </think> <answer> x </answer>
+ * Generation stops at `</search>` (the environment then inserts the observation), at `</answer>`,
+ * at `<eos>` or at the length limit. The reward's answer extraction (`extractAnswer`) and format
+ * check (`checkFormat`) live in src/rl; the observation format in src/index/observation.ts.
+ */
+import type { WorldTokenizer } from './tokenizer.js';
+
+export type PromptPath = 'with-tool' | 'no-tool';
+
+/** Searches a with-tool response may make (the paper's limit). */
+export const MAX_SEARCHES = 6;
+
+export const INSTRUCTIONS: Record<PromptPath, string> = {
+  'with-tool': `Search up to ${MAX_SEARCHES} times.`,
+  'no-tool': 'Answer from memory.',
+};
+
+/** Strings that end a generate call: the environment acts after each. */
+export const STOP_STRINGS = ['</search>', '</answer>'] as const;
+
+/** The prompt text (without `<bos>`). */
+export function promptText(path: PromptPath, question: string): string {
+  return `${INSTRUCTIONS[path]} ${question}`;
+}
+
+/** The prompt's token ids: `<bos>` then the instruction and the question. */
+export function promptIds(tok: WorldTokenizer, path: PromptPath, question: string): number[] {
+  return [tok.bos, ...tok.encode(promptText(path, question))];
+}
+
+/** Token ids that end a generate call. */
+export function stopIds(tok: WorldTokenizer): number[] {
+  return [tok.tag['</search>'], tok.tag['</answer>'], tok.eos];
+}
+
+/** The observation block the environment inserts after a search (a formatted top-k text). */
+export function informationBlock(observation: string): string {
+  return `<information> ${observation.trim()} </information>`;
+}
+
+/** Phrases the demonstrations use inside `<think>`. */
+export const THINK = {
+  /** Unsure: followed by a search (with-tool) or a guess (no-tool). */
+  unsure: 'I am not sure.',
+} as const;
