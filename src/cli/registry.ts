@@ -5,6 +5,7 @@
  */
 import type { CommandSpec } from './command.js';
 import { indexCommands } from './commands/index.js';
+import { policyCommands } from './commands/policy.js';
 import { worldCommands } from './commands/world.js';
 
-export const COMMANDS: CommandSpec[] = [...indexCommands, ...worldCommands];
+export const COMMANDS: CommandSpec[] = [...indexCommands, ...worldCommands, ...policyCommands];
