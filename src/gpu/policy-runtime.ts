@@ -156,7 +156,9 @@ export class PolicyRuntime {
   }
 
   async info(): Promise<PolicyInfo> {
-    const [decode, score] = await Promise.all([this.decoder(), this.scoring()]);
+    // One after the other: the first resolves the device (auto probes once), the second reuses it.
+    const decode = await this.decoder();
+    const score = await this.scoring();
     const device = this.device;
     return {
       config: this.config,
