@@ -4,8 +4,11 @@
  * and unrelated commands start fast.
  */
 import type { CommandSpec } from './command.js';
+import { demoCommands } from './commands/demo.js';
+import { eventsCommands } from './commands/events.js';
 import { indexCommands } from './commands/index.js';
+import { natsCommands } from './commands/nats.js';
 import { policyCommands } from './commands/policy.js';
 import { worldCommands } from './commands/world.js';
 
-export const COMMANDS: CommandSpec[] = [...indexCommands, ...worldCommands, ...policyCommands];
+export const COMMANDS: CommandSpec[] = [...natsCommands, ...eventsCommands, ...demoCommands, ...indexCommands, ...worldCommands, ...policyCommands];

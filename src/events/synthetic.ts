@@ -53,11 +53,11 @@ export function syntheticRollout(
   let toolCalls = 0;
   for (let i = 0; i < t; i++) {
     oldLogprobs[i] = -rng.float() * 4;
-    // Observation blocks of 48 tokens after every 96 generated ones, on the with-tool path.
-    const observation = opts.path === 'with-tool' && i % 144 >= 96;
+    // Blocks of 32 tokens on the with-tool path: 24 generated, then an 8-token observation.
+    const observation = opts.path === 'with-tool' && i % 32 >= 24;
     lossMask[i] = observation ? 0 : 1;
     if (observation) oldLogprobs[i] = 0;
-    if (opts.path === 'with-tool' && i % 144 === 96) toolCalls++;
+    if (opts.path === 'with-tool' && i % 32 === 24) toolCalls++;
   }
   const correct = rng.float() < 0.5;
   const rolloutId = `s${opts.step}-${opts.questionId}-${opts.path === 'with-tool' ? 'wt' : 'nt'}-${opts.index}`;

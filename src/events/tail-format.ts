@@ -30,7 +30,7 @@ export function keyData(e: AkbeEvent): string {
     case 'tool.called':
       return `turn=${e.data.turn} query=${JSON.stringify(clip(e.data.query, 32))} passages=${e.data.passageIds.join(',')} ${num(e.data.latencyMs)}ms${e.data.error ? ` error=${clip(e.data.error, 32)}` : ''}`;
     case 'rollout.completed':
-      return `${e.data.path}#${e.data.index} reward=${num(e.data.reward)} format=${e.data.formatOk ? 'ok' : 'bad'} answer=${e.data.answer === null ? '-' : JSON.stringify(clip(e.data.answer, 24))} tokens=${e.data.responseTokenIds.length} tools=${e.data.toolCalls} ${e.data.finishReason}`;
+      return `${e.data.path}#${e.data.index} reward=${num(e.data.reward)} format=${e.data.formatOk ? 'ok' : 'bad'} answer=${e.data.answer === null ? '-' : JSON.stringify(clip(e.data.answer, 24))} tokens=${e.data.responseTokenIds.length} tools=${e.data.toolCalls} finish=${e.data.finishReason}`;
     case 'group.completed':
       return `wt=[${e.data.withTool.rewards.map(num).join(',')}] nt=[${e.data.noTool.rewards.map(num).join(',')}]`;
     case 'boundary.labeled':
