@@ -130,7 +130,7 @@ export function isNatsServerAlive(pid: number): boolean {
     if (cmdline === '') return false; // a zombie
     return cmdline.includes('nats-server');
   } catch {
-    return existsSync('/proc/self') ? false : true;
+    return !existsSync('/proc/self');
   }
 }
 
