@@ -1,0 +1,148 @@
+/**
+ * The training-step graph: forward, GRPO + AKBE loss, backward, global-norm gradient clipping
+ * and AdamW, all in ONE ORT session. Parameters and AdamW moments are inputs; their updated
+ * values are outputs that the Trainer feeds back next step.
+ *
+ * Phases, in graph order:
+ *   1. forward      tokenLogp [B, T-1], logp [B, T-1, V] = nextTokenLogprobs(params, input_ids)
+ *   2. loss         GRPO + lambda AKBE (src/gpu/losses.ts) and metrics
+ *   3. backward     grads = d loss / d params (tape autodiff)
+ *   4. clip         grad_norm = ||grads||_2 (before clipping); grads *= min(1, max_grad_norm / (grad_norm + 1e-6))
+ *   5. AdamW        m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+ *                   p = p (1 - lr wd) - lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
+ *                   (decoupled decay, torch.optim.AdamW; decay only on matrices and embeddings,
+ *                   not on biases and LayerNorm weights, as GPT-2 / nanoGPT)
+ *
+ * Inputs: parameters (contract names), `adam_m.<name>`, `adam_v.<name>`, `input_ids` int64
+ * [B, T], `loss_mask` [B, T-1], `old_logprobs` [B, T-1], `advantages` [B], `pg_weight` [B],
+ * `akbe_weight` [B], and the scalars of HYPER_INPUTS. Outputs: METRIC_OUTPUTS, `logprobs`
+ * [B, T-1] (before the update), `new.<name>`, `new_adam_m.<name>`, `new_adam_v.<name>`, and with
+ * `gradOutputs` the unclipped `grad.<name>` (for tests).
+ */
+import { type GPTConfig, gpt2ParamShapes } from './config.js';
+import { Graph, type Graph as GraphT, gradients, ops, type Tensor } from './graph/index.js';
+import { type Aggregation, type AkbeLossForm, type LossHyper, policyLoss } from './losses.js';
+import { declareParams, type FloatDType, nextTokenLogprobs } from './model.js';
+
+const { add, sub, mul, div, sqrt, pow, min, reduceSum } = ops;
+
+/** Scalar hyperparameter inputs, fed every step (so schedules need no new session). */
+export const HYPER_INPUTS = [
+  'lr',
+  'beta1',
+  'beta2',
+  'adam_eps',
+  'weight_decay',
+  'max_grad_norm',
+  'clip_eps_low',
+  'clip_eps_high',
+  'dual_clip_c',
+  'ratio_clamp',
+  'lambda',
+  'step',
+] as const;
+export type HyperName = (typeof HYPER_INPUTS)[number];
+
+export const METRIC_OUTPUTS = [
+  'loss',
+  'pg_loss',
+  'akbe_loss',
+  'grad_norm',
+  'clip_frac',
+  'approx_kl',
+  'entropy',
+] as const;
+export type MetricName = (typeof METRIC_OUTPUTS)[number];
+
+export interface TrainGraphOptions {
+  batch: number;
+  seq: number;
+  dtype?: FloatDType;
+  aggregation?: Aggregation;
+  akbeLoss?: AkbeLossForm;
+  /** Also output the unclipped gradients `grad.<name>` (tests). */
+  gradOutputs?: boolean;
+}
+
+/** Parameters that get weight decay: matrices and embeddings (rank >= 2). */
+export const decays = (shape: number[]) => shape.length >= 2;
+
+export function buildTrainGraph(cfg: GPTConfig, opts: TrainGraphOptions): GraphT {
+  const { batch: B, seq: T } = opts;
+  const dtype = opts.dtype ?? 'float32';
+  const g = new Graph({ name: 'gpt2_train_step' });
+  const shapes = gpt2ParamShapes(cfg);
+  const p = declareParams(g, cfg, dtype);
+  const m = new Map(shapes.map(({ name, shape }) => [name, g.input(`adam_m.${name}`, dtype, shape)]));
+  const v = new Map(shapes.map(({ name, shape }) => [name, g.input(`adam_v.${name}`, dtype, shape)]));
+  const inputIds = g.input('input_ids', 'int64', [B, T]);
+  const lossMask = g.input('loss_mask', dtype, [B, T - 1]);
+  const oldLogp = g.input('old_logprobs', dtype, [B, T - 1]);
+  const advantages = g.input('advantages', dtype, [B]);
+  const pgWeight = g.input('pg_weight', dtype, [B]);
+  const akbeWeight = g.input('akbe_weight', dtype, [B]);
+  const hp = Object.fromEntries(HYPER_INPUTS.map((n) => [n, g.input(n, dtype, [])])) as Record<
+    HyperName,
+    Tensor
+  >;
+
+  // ---- 1. forward ----
+  const fwd = nextTokenLogprobs(cfg, p, { inputIds }); // tokenLogp [B, T-1], logp [B, T-1, V]
+
+  // ---- 2. loss ----
+  const hyper: LossHyper = {
+    clipEpsLow: hp.clip_eps_low,
+    clipEpsHigh: hp.clip_eps_high,
+    dualClipC: hp.dual_clip_c,
+    ratioClamp: hp.ratio_clamp,
+    lambda: hp.lambda,
+  };
+  const loss = policyLoss(
+    { tokenLogp: fwd.tokenLogp, logp: fwd.logp, oldLogp, lossMask, advantages, pgWeight, akbeWeight },
+    hyper,
+    { aggregation: opts.aggregation, akbeLoss: opts.akbeLoss },
+  );
+
+  // ---- 3. backward ----
+  const names = shapes.map((s) => s.name);
+  const grads = gradients(
+    loss.loss,
+    names.map((n) => p.get(n)!),
+  );
+
+  // ---- 4. global-norm clipping ----
+  const sq = grads.map((gr) => reduceSum(mul(gr, gr)));
+  const [sumSq] = g.addNode('Sum', sq, {}, [{ dtype, shape: [] }]);
+  const gradNorm = sqrt(sumSq);
+  const coef = min(div(hp.max_grad_norm, add(gradNorm, 1e-6)), 1);
+
+  // ---- 5. AdamW ----
+  // Scalars first, so each parameter pays only for elementwise work.
+  const s1 = mul(sub(1, hp.beta1), coef); // (1 - b1) coef
+  const s2 = mul(sub(1, hp.beta2), mul(coef, coef)); // (1 - b2) coef^2
+  const stepSize = div(hp.lr, sub(1, pow(hp.beta1, hp.step))); // lr / bc1
+  const invSqrtBc2 = div(1, sqrt(sub(1, pow(hp.beta2, hp.step)))); // 1 / sqrt(bc2)
+  const keep = sub(1, mul(hp.lr, hp.weight_decay)); // decoupled decay factor
+  shapes.forEach(({ name, shape }, k) => {
+    const gr = grads[k];
+    const m1 = add(mul(m.get(name)!, hp.beta1), mul(gr, s1));
+    const v1 = add(mul(v.get(name)!, hp.beta2), mul(mul(gr, gr), s2));
+    const denom = add(mul(sqrt(v1), invSqrtBc2), hp.adam_eps);
+    const pk = p.get(name)!;
+    const decayed = decays(shape) ? mul(pk, keep) : pk;
+    g.output(sub(decayed, mul(div(m1, denom), stepSize)), `new.${name}`);
+    g.output(m1, `new_adam_m.${name}`);
+    g.output(v1, `new_adam_v.${name}`);
+    if (opts.gradOutputs) g.output(gr, `grad.${name}`);
+  });
+
+  g.output(loss.loss, 'loss');
+  g.output(loss.pgLoss, 'pg_loss');
+  g.output(loss.akbeLoss, 'akbe_loss');
+  g.output(gradNorm, 'grad_norm');
+  g.output(loss.clipFrac, 'clip_frac');
+  g.output(loss.approxKl, 'approx_kl');
+  g.output(loss.entropy!, 'entropy');
+  g.output(fwd.tokenLogp, 'logprobs');
+  return g;
+}

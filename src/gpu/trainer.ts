@@ -1,0 +1,243 @@
+/**
+ * In-process trainer: one ORT session running the training-step graph (src/gpu/train-step.ts)
+ * for a fixed (config, B, T, options), with parameters and AdamW moments kept between steps
+ * (each step's `new.*` outputs become the next step's inputs, no copies). session.run blocks the
+ * event loop: the runtime wraps this class in a worker thread.
+ */
+import type * as Ort from 'onnxruntime-node';
+import { type GPTConfig, gpt2ParamShapes, numel, type Params } from './config.js';
+import type { Aggregation, AkbeLossForm } from './losses.js';
+import { createSession, loadOrt, type SessionConfig } from './session.js';
+import { buildTrainGraph, HYPER_INPUTS, type HyperName, type METRIC_OUTPUTS } from './train-step.js';
+
+export interface TrainHyper {
+  lr: number;
+  beta1: number;
+  beta2: number;
+  /** AdamW epsilon. */
+  eps: number;
+  weightDecay: number;
+  /** Global gradient-norm clip. */
+  maxGradNorm: number;
+  clipEpsLow: number;
+  clipEpsHigh: number;
+  /** Dual-clip bound c for negative advantages (> 1). */
+  dualClipC: number;
+  /** Bound on |log pi - log pi_old| before exp: an overflow guard, not a trust region. */
+  ratioClamp: number;
+  /** AKBE loss weight. */
+  lambda: number;
+}
+
+export const DEFAULT_TRAIN_HYPER: TrainHyper = {
+  lr: 1e-4, // small GPT trained from scratch on RL signal; the run config overrides
+  beta1: 0.9,
+  beta2: 0.999, // torch defaults
+  eps: 1e-8,
+  weightDecay: 0.01, // torch AdamW default
+  maxGradNorm: 1.0, // verl default
+  clipEpsLow: 0.2, // DESIGN.md: PPO clip eps = 0.2
+  clipEpsHigh: 0.2,
+  dualClipC: 3, // DESIGN.md / verl
+  ratioClamp: 20, // verl clamps the log-ratio to [-20, 20]
+  lambda: 0.05, // DESIGN.md: lambda = 0.05
+};
+
+export interface TrainerOptions {
+  batch: number;
+  seq: number;
+  aggregation?: Aggregation;
+  akbeLoss?: AkbeLossForm;
+  /** float64 is for tests (finite differences); training runs float32. */
+  dtype?: 'float32' | 'float64';
+  session?: SessionConfig;
+  hyper?: Partial<TrainHyper>;
+}
+
+/** One training batch; flat row-major arrays. */
+export interface TrainBatch {
+  /** [B, T] token ids (right-padded; padding carries loss_mask 0). */
+  inputIds: BigInt64Array | number[];
+  /** [B, T-1]: 1 on generated tokens, 0 on prompt / tool-observation / padding tokens. */
+  lossMask: ArrayLike<number>;
+  /** [B, T-1] logprobs of the rollout policy. */
+  oldLogprobs: ArrayLike<number>;
+  /** [B] per-sequence advantages. */
+  advantages: ArrayLike<number>;
+  /** [B] 1 for GRPO samples (default: 1 for every row). */
+  pgWeight?: ArrayLike<number>;
+  /** [B] 1 for AKBE target sequences (default: 0). */
+  akbeWeight?: ArrayLike<number>;
+}
+
+export interface TrainMetrics {
+  step: number;
+  loss: number;
+  pgLoss: number;
+  akbeLoss: number;
+  /** Before clipping. */
+  gradNorm: number;
+  clipFrac: number;
+  /** k3 estimator of KL(pi_old || pi) over GRPO tokens. */
+  approxKl: number;
+  entropy: number;
+  ms: number;
+}
+
+export interface OptimizerState {
+  m: Params;
+  v: Params;
+  step: number;
+}
+
+/** A batch whose arrays do not match the trainer's (B, T). */
+export class TrainBatchShapeError extends Error {
+  constructor(
+    readonly field: string,
+    readonly expected: number,
+    readonly got: number,
+  ) {
+    super(`train batch: ${field} has ${got} values, expected ${expected}`);
+    this.name = 'TrainBatchShapeError';
+  }
+}
+
+const HYPER_KEY: Record<Exclude<HyperName, 'step'>, keyof TrainHyper> = {
+  lr: 'lr',
+  beta1: 'beta1',
+  beta2: 'beta2',
+  adam_eps: 'eps',
+  weight_decay: 'weightDecay',
+  max_grad_norm: 'maxGradNorm',
+  clip_eps_low: 'clipEpsLow',
+  clip_eps_high: 'clipEpsHigh',
+  dual_clip_c: 'dualClipC',
+  ratio_clamp: 'ratioClamp',
+  lambda: 'lambda',
+};
+
+type FloatArray = Float32Array | Float64Array;
+
+export class Trainer {
+  private state = new Map<string, Ort.Tensor>();
+  private stepCount = 0;
+  readonly hyper: TrainHyper;
+
+  private constructor(
+    private readonly ort: typeof Ort,
+    private readonly session: Ort.InferenceSession,
+    readonly cfg: GPTConfig,
+    readonly opts: TrainerOptions,
+    /** Session creation time (ms), for benchmarks. */
+    readonly createMs: number,
+  ) {
+    this.hyper = { ...DEFAULT_TRAIN_HYPER, ...opts.hyper };
+  }
+
+  /** Builds the graph and the session once; `params` are copied in, moments start at zero. */
+  static async create(cfg: GPTConfig, params: Params, opts: TrainerOptions): Promise<Trainer> {
+    const ort = await loadOrt();
+    const bytes = buildTrainGraph(cfg, opts).serialize();
+    const { session, createMs } = await createSession(bytes, opts.session ?? {});
+    const trainer = new Trainer(ort, session, cfg, opts, createMs);
+    trainer.setParams(params);
+    trainer.setOptimizerState(null);
+    return trainer;
+  }
+
+  private get dtype() {
+    return this.opts.dtype ?? 'float32';
+  }
+
+  private tensor(values: ArrayLike<number>, dims: number[], field: string): Ort.Tensor {
+    const n = numel(dims);
+    if (values.length !== n) throw new TrainBatchShapeError(field, n, values.length);
+    const data = this.dtype === 'float64' ? Float64Array.from(values) : Float32Array.from(values);
+    return new this.ort.Tensor(this.dtype, data, dims);
+  }
+
+  /** Replaces the parameters (moments and step are kept: call setOptimizerState(null) to reset). */
+  setParams(params: Params): void {
+    for (const { name, shape } of gpt2ParamShapes(this.cfg)) {
+      const p = params.get(name);
+      if (!p) throw new TrainBatchShapeError(`params.${name}`, numel(shape), 0);
+      this.state.set(name, this.tensor(p, shape, `params.${name}`));
+    }
+  }
+
+  /** A float32 copy of the current parameters. */
+  getParams(): Params {
+    return this.read('');
+  }
+
+  getOptimizerState(): OptimizerState {
+    return { m: this.read('adam_m.'), v: this.read('adam_v.'), step: this.stepCount };
+  }
+
+  /** Restores AdamW moments and step; null resets them to zero. */
+  setOptimizerState(s: OptimizerState | null): void {
+    for (const { name, shape } of gpt2ParamShapes(this.cfg)) {
+      const zeros = new Float32Array(numel(shape));
+      this.state.set(`adam_m.${name}`, this.tensor(s?.m.get(name) ?? zeros, shape, `adam_m.${name}`));
+      this.state.set(`adam_v.${name}`, this.tensor(s?.v.get(name) ?? zeros, shape, `adam_v.${name}`));
+    }
+    this.stepCount = s?.step ?? 0;
+  }
+
+  private read(prefix: string): Params {
+    return new Map(
+      gpt2ParamShapes(this.cfg).map(({ name }) => [
+        name,
+        Float32Array.from(this.state.get(prefix + name)!.data as FloatArray),
+      ]),
+    );
+  }
+
+  /** One optimizer step on `batch`; `hyper` overrides this step's hyperparameters (lr schedules). */
+  async step(batch: TrainBatch, hyper: Partial<TrainHyper> = {}): Promise<TrainMetrics> {
+    const t0 = performance.now();
+    const { batch: B, seq: T } = this.opts;
+    const h = { ...this.hyper, ...hyper };
+    const ids =
+      batch.inputIds instanceof BigInt64Array ? batch.inputIds : BigInt64Array.from(batch.inputIds, BigInt);
+    if (ids.length !== B * T) throw new TrainBatchShapeError('inputIds', B * T, ids.length);
+    const ones = new Array<number>(B).fill(1);
+    const feeds: Record<string, Ort.Tensor> = Object.fromEntries(this.state);
+    feeds.input_ids = new this.ort.Tensor('int64', ids, [B, T]);
+    feeds.loss_mask = this.tensor(batch.lossMask, [B, T - 1], 'lossMask');
+    feeds.old_logprobs = this.tensor(batch.oldLogprobs, [B, T - 1], 'oldLogprobs');
+    feeds.advantages = this.tensor(batch.advantages, [B], 'advantages');
+    feeds.pg_weight = this.tensor(batch.pgWeight ?? ones, [B], 'pgWeight');
+    feeds.akbe_weight = this.tensor(batch.akbeWeight ?? new Array<number>(B).fill(0), [B], 'akbeWeight');
+    const step = this.stepCount + 1;
+    for (const n of HYPER_INPUTS) feeds[n] = this.tensor([n === 'step' ? step : h[HYPER_KEY[n]]], [], n);
+
+    const out = await this.session.run(feeds);
+    for (const { name } of gpt2ParamShapes(this.cfg)) {
+      this.state.set(name, out[`new.${name}`]);
+      this.state.set(`adam_m.${name}`, out[`new_adam_m.${name}`]);
+      this.state.set(`adam_v.${name}`, out[`new_adam_v.${name}`]);
+    }
+    this.stepCount = step;
+    const scalar = (n: (typeof METRIC_OUTPUTS)[number]) => Number((out[n].data as FloatArray)[0]);
+    return {
+      step,
+      loss: scalar('loss'),
+      pgLoss: scalar('pg_loss'),
+      akbeLoss: scalar('akbe_loss'),
+      gradNorm: scalar('grad_norm'),
+      clipFrac: scalar('clip_frac'),
+      approxKl: scalar('approx_kl'),
+      entropy: scalar('entropy'),
+      ms: performance.now() - t0,
+    };
+  }
+
+  async release(): Promise<void> {
+    await this.session.release();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.release();
+  }
+}
