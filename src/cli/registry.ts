@@ -11,4 +11,11 @@ import { natsCommands } from './commands/nats.js';
 import { policyCommands } from './commands/policy.js';
 import { worldCommands } from './commands/world.js';
 
-export const COMMANDS: CommandSpec[] = [...natsCommands, ...eventsCommands, ...demoCommands, ...indexCommands, ...worldCommands, ...policyCommands];
+export const COMMANDS: CommandSpec[] = [
+  ...natsCommands,
+  ...eventsCommands,
+  ...demoCommands,
+  ...indexCommands,
+  ...worldCommands,
+  ...policyCommands,
+];
