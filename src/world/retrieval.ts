@@ -57,7 +57,8 @@ export class LexicalRetriever<P extends RetrievablePassage> implements Retriever
   }
 }
 
-/** The observation text of retrieved passages, as the search service formats it. */
+/** The observation text of retrieved passages, as the search service formats it, on one line
+ *  (the tokenizer reads any whitespace as one space, so this is the text the policy sees). */
 export function observationText(passages: readonly RetrievablePassage[]): string {
-  return formatObservation(passages).trim();
+  return formatObservation(passages).trim().replace(/\s+/g, ' ');
 }
