@@ -145,7 +145,12 @@ export function liveServerRecord(home: string): ServerRecord | null {
 
 async function tryConnect(url: string, source: NatsSource, name: string): Promise<NatsConnection> {
   try {
-    return await connect({ servers: url, name, timeout: 5_000 });
+    // A cluster is given as a comma-separated list (NATS_URL=nats://a:4301,nats://b:4302).
+    const servers = url
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+    return await connect({ servers, name, timeout: 5_000 });
   } catch (err) {
     throw new NatsConnectError(url, source, { cause: err });
   }

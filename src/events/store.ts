@@ -158,6 +158,16 @@ async function ensureStream(
   }
 }
 
+/**
+ * Replicas for newly created streams: AKBE_NATS_REPLICAS when set; otherwise 3 on a clustered
+ * server (infra/nats/cluster is three nodes) and 1 on a single one.
+ */
+export function defaultReplicas(nc: NatsConnection, env: NodeJS.ProcessEnv = process.env): number {
+  const fromEnv = Number(env.AKBE_NATS_REPLICAS);
+  if (Number.isInteger(fromEnv) && fromEnv >= 1 && fromEnv <= 5) return fromEnv;
+  return nc.info?.cluster ? 3 : 1;
+}
+
 function defaultDeadLetterReporter(r: DeadLetterReport): void {
   process.stderr.write(
     `akbe: dead-lettered ${r.originalSubject}${r.origin ? ` (seq ${r.origin.seq})` : ''}: ${r.reason}: ${r.detail} -> ${r.deadLetterSubject}\n`,
@@ -187,7 +197,7 @@ export class EventStore implements AsyncDisposable {
       );
     }
     const s = {
-      replicas: opts.replicas ?? 1,
+      replicas: opts.replicas ?? defaultReplicas(nc),
       duplicateWindowMs: opts.duplicateWindowMs ?? DEFAULT_DUPLICATE_WINDOW_MS,
     };
     await ensureStream(jsm, EVENTS_STREAM, EVENTS_SUBJECTS, s);
