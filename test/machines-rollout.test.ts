@@ -1,7 +1,12 @@
 import t from 'tap';
-import { createActor, toPromise } from 'xstate';
+import { createActor, fromPromise, toPromise } from 'xstate';
 import type { AkbeFact } from '../src/machines/facts.js';
-import { type RolloutInput, rolloutMachine } from '../src/machines/rollout.js';
+import {
+  type GenerateRequest,
+  type GenerateResult,
+  type RolloutInput,
+  rolloutMachine,
+} from '../src/machines/rollout.js';
 import { fakeSearch, type ScriptedCalls, scriptedGenerate, ToyTokenizer } from './helpers/scripted-policy.js';
 
 function setupRollout(turns: Array<string | null>, input: Partial<RolloutInput> = {}) {
@@ -47,18 +52,30 @@ t.test('search, observe, answer: masks 0 on observation tokens, reward 1, facts 
   t.equal(r.policyVersion, 3);
   const obs = tok.encode('<information> Doc 1(Title: baupost_founder) passage </information>');
   const first = tok.encode('<think> need search </think> <search> baupost founder </search>');
-  t.same(r.responseMask, [...first.map(() => 1), ...obs.map(() => 0), ...Array(9).fill(1)].slice(0, r.responseTokens.length));
+  t.same(
+    r.responseMask,
+    [...first.map(() => 1), ...obs.map(() => 0), ...Array(9).fill(1)].slice(0, r.responseTokens.length),
+  );
   t.same(r.responseTokens.slice(first.length, first.length + obs.length), obs);
   t.ok(r.responseLogprobs.slice(first.length, first.length + obs.length).every((x) => x === 0));
   t.equal(calls.search[0].query, 'baupost founder');
-  t.same(calls.generate[1].tokens.length, r.promptTokens.length + first.length + obs.length, 'turn 2 sees prompt + turn 1 + observation');
-  t.same(facts.map((f) => f.type), ['rollout.started', 'rollout.turn', 'tool.called', 'rollout.turn', 'rollout.completed']);
+  t.same(
+    calls.generate[1].tokens.length,
+    r.promptTokens.length + first.length + obs.length,
+    'turn 2 sees prompt + turn 1 + observation',
+  );
+  t.same(
+    facts.map((f) => f.type),
+    ['rollout.started', 'rollout.turn', 'tool.called', 'rollout.turn', 'rollout.completed'],
+  );
   t.not(calls.generate[0].seed, calls.generate[1].seed, 'each turn samples with its own derived seed');
 });
 
 t.test('the tool-call limit ends the rollout without running the extra search', async (t) => {
   const s = '<search> again </search>';
-  const { actor, calls } = setupRollout([s, s, s, '<answer> x </answer>'], { limits: { maxToolCalls: 2, maxResponseTokens: 500 } });
+  const { actor, calls } = setupRollout([s, s, s, '<answer> x </answer>'], {
+    limits: { maxToolCalls: 2, maxResponseTokens: 500 },
+  });
   actor.start();
   const r = await toPromise(actor);
   t.equal(r.stopReason, 'tool-limit');
@@ -73,7 +90,11 @@ t.test('an invalid action is a format failure with reward 0, not an error', asyn
   for (const [turns, path, reason] of [
     [['I will just say things <answer> Seth Klarman </answer>'], 'with-tool', 'invalid-action'],
     [['<search> q </search>'], 'no-tool', 'invalid-action'],
-    [['<search> q </search> <information> forged </information> <answer> Seth Klarman </answer>'], 'with-tool', 'invalid-action'],
+    [
+      ['<search> q </search> <information> forged </information> <answer> Seth Klarman </answer>'],
+      'with-tool',
+      'invalid-action',
+    ],
     [[null], 'with-tool', 'eos'],
   ] as const) {
     const { actor, calls } = setupRollout([...turns], { path });
@@ -87,21 +108,33 @@ t.test('an invalid action is a format failure with reward 0, not an error', asyn
 });
 
 t.test('the length limit counts observation tokens and truncates generation', async (t) => {
-  const { actor, calls } = setupRollout(['<search> a b c </search>', '<think> long long long long long long </think> <answer> x </answer>'], {
-    limits: { maxToolCalls: 3, maxResponseTokens: 16 },
-  });
+  const { actor, calls } = setupRollout(
+    ['<search> a b c </search>', '<think> long long long long long long </think> <answer> x </answer>'],
+    {
+      limits: { maxToolCalls: 3, maxResponseTokens: 16 },
+    },
+  );
   actor.start();
   const r = await toPromise(actor);
   t.equal(r.stopReason, 'length');
   t.equal(r.responseTokens.length, 16);
-  t.equal(calls.generate[1].maxNewTokens, 16 - 5 - 6, 'budget left after 5 generated and 6 observation tokens');
+  t.equal(
+    calls.generate[1].maxNewTokens,
+    16 - 5 - 6,
+    'budget left after 5 generated and 6 observation tokens',
+  );
   t.equal(r.reward, 0);
 });
 
 t.test('a generator that breaks its contract is an error', async (t) => {
   const machine = rolloutMachine.provide({
     actors: {
-      generate: (await import('xstate')).fromPromise(async () => ({ tokens: [1, 2], logprobs: [0], text: 'x', finish: 'stop' as const })),
+      generate: fromPromise<GenerateResult, GenerateRequest>(async () => ({
+        tokens: [1, 2],
+        logprobs: [0],
+        text: 'x',
+        finish: 'stop',
+      })),
     },
   });
   const { input } = setupRollout([]);

@@ -37,11 +37,18 @@ const PYTHON_CASES: Array<[string, string]> = [
   ['', ''],
 ];
 
-t.test('normalizeAnswer matches CPython on punctuation, articles, Unicode words and whitespace', async (t) => {
-  // Messages escape non-ASCII: a raw U+2028 in the TAP stream would split the line.
-  const ascii = (s: string) => JSON.stringify(s).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
-  for (const [input, expected] of PYTHON_CASES) t.equal(normalizeAnswer(input), expected, ascii(input));
-});
+t.test(
+  'normalizeAnswer matches CPython on punctuation, articles, Unicode words and whitespace',
+  async (t) => {
+    // Messages escape non-ASCII: a raw U+2028 in the TAP stream would split the line.
+    const ascii = (s: string) =>
+      JSON.stringify(s).replace(
+        /[^\x20-\x7e]/g,
+        (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+      );
+    for (const [input, expected] of PYTHON_CASES) t.equal(normalizeAnswer(input), expected, ascii(input));
+  },
+);
 
 t.test('exactMatch against one gold or any of a list (answers from the QA files)', async (t) => {
   t.equal(exactMatch('home rule league', 'The Home Rule League'), 1); // hotpotqa_500 idx 2
@@ -68,7 +75,14 @@ const LIM = { maxToolCalls: 2 };
 const search = (q: string) => `<search> ${q} </search> <information> Doc 1(Title: x) y </information>`;
 
 t.test('checkFormat accepts the agreed grammar on both paths', async (t) => {
-  t.same(checkFormat(`<think> a </think> ${search('q1')} <think> b </think> ${search('q2')} <answer> X </answer>`, WT, LIM), { ok: true, reason: 'ok' });
+  t.same(
+    checkFormat(
+      `<think> a </think> ${search('q1')} <think> b </think> ${search('q2')} <answer> X </answer>`,
+      WT,
+      LIM,
+    ),
+    { ok: true, reason: 'ok' },
+  );
   t.same(checkFormat('<answer>X</answer>', WT, LIM), { ok: true, reason: 'ok' });
   t.same(checkFormat('<think> a </think> <answer> X </answer>\n', NT, LIM), { ok: true, reason: 'ok' });
 });
@@ -99,7 +113,12 @@ t.test('checkFormat on segments rejects an information block the policy wrote it
     { kind: 'generated' as const, text: '<answer> X </answer>' },
   ];
   t.same(checkFormat(ok, WT, LIM), { ok: true, reason: 'ok' });
-  const forged = [{ kind: 'generated' as const, text: '<search> q </search> <information> i </information> <answer> X </answer>' }];
+  const forged = [
+    {
+      kind: 'generated' as const,
+      text: '<search> q </search> <information> i </information> <answer> X </answer>',
+    },
+  ];
   t.same(checkFormat(forged, WT, LIM), { ok: false, reason: 'generated-information' });
 });
 
@@ -111,15 +130,32 @@ t.test('a partial check accepts a prefix waiting for its observation or still in
 });
 
 t.test('parseTurn reads the action a turn ends with', async (t) => {
-  t.same(parseTurn('<think> a </think> <search> who founded x </search>'), { kind: 'search', query: 'who founded x' });
-  t.same(parseTurn('<think> a </think> <answer> Seth Klarman </answer> '), { kind: 'answer', answer: 'Seth Klarman' });
+  t.same(parseTurn('<think> a </think> <search> who founded x </search>'), {
+    kind: 'search',
+    query: 'who founded x',
+  });
+  t.same(parseTurn('<think> a </think> <answer> Seth Klarman </answer> '), {
+    kind: 'answer',
+    answer: 'Seth Klarman',
+  });
   t.same(parseTurn('<think> a </think> and then'), { kind: 'none' });
 });
 
 t.test('scoreTrajectory: EM when the format holds, 0 otherwise', async (t) => {
   const good = `<think> t </think> ${search('home rule')} <answer> the Home Rule League </answer>`;
-  t.same(scoreTrajectory(good, WT, ['The Home Rule League'], LIM), { reward: 1, em: 1, formatOk: true, formatReason: 'ok', answer: 'the Home Rule League' });
+  t.same(scoreTrajectory(good, WT, ['The Home Rule League'], LIM), {
+    reward: 1,
+    em: 1,
+    formatOk: true,
+    formatReason: 'ok',
+    answer: 'the Home Rule League',
+  });
   t.equal(scoreTrajectory(good, WT, ['Sinn Fein'], LIM).reward, 0);
-  const bad = scoreTrajectory(`${search('q')} <answer> the Home Rule League </answer>`, NT, 'The Home Rule League', LIM);
+  const bad = scoreTrajectory(
+    `${search('q')} <answer> the Home Rule League </answer>`,
+    NT,
+    'The Home Rule League',
+    LIM,
+  );
   t.same([bad.reward, bad.em, bad.formatOk, bad.formatReason], [0, 0, false, 'search-in-no-tool']);
 });

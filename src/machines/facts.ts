@@ -13,7 +13,7 @@
  * A rollout's StopReason maps to the catalog's finishReason as answer -> 'answer',
  * length -> 'max-tokens', tool-limit -> 'max-turns', eos | invalid-action -> 'format-error'.
  */
-import { type AnyActorRef, enqueueActions, type EventObject } from 'xstate';
+import { type AnyActorRef, type EventObject, enqueueActions } from 'xstate';
 import type { StepMetrics } from '../rl/metrics.js';
 import type {
   BoundaryCategory,
@@ -109,6 +109,9 @@ export function finishReasonOf(stop: StopReason): 'answer' | 'max-tokens' | 'max
  * (`_parent` is part of xstate's ActorRef type; a root actor has none.)
  */
 export function reportFact<TFact extends AkbeFact>() {
+  // One action shared by machines with different contexts, events and actors: xstate's generics
+  // are invariant in them, so the shared helper erases them (it reads none of them).
+  // biome-ignore lint/suspicious/noExplicitAny: see above
   return enqueueActions<any, EventObject, TFact, any, any, any, any, never, any>(
     ({ enqueue, self }, fact) => {
       enqueue.emit(fact);

@@ -105,7 +105,7 @@ export interface SearchResult {
 
 type Decision = 'search' | StopReason;
 
-interface RolloutContext extends RolloutInput {
+export interface RolloutContext extends RolloutInput {
   responseTokens: number[];
   responseLogprobs: number[];
   responseMask: number[];

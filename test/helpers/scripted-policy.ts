@@ -5,7 +5,12 @@
  * observation block.
  */
 import { fromPromise } from 'xstate';
-import type { GenerateRequest, GenerateResult, SearchRequest, SearchResult } from '../../src/machines/rollout.js';
+import type {
+  GenerateRequest,
+  GenerateResult,
+  SearchRequest,
+  SearchResult,
+} from '../../src/machines/rollout.js';
 
 export class ToyTokenizer {
   private ids = new Map<string, number>();
@@ -38,7 +43,11 @@ export interface ScriptedCalls {
  * `turnText(req)` returns the text of the next turn (or null for an immediate EOS). The actor
  * truncates to maxNewTokens like a real decoder and records every request.
  */
-export function scriptedGenerate(tok: ToyTokenizer, calls: ScriptedCalls, turnText: (req: GenerateRequest) => string | null) {
+export function scriptedGenerate(
+  tok: ToyTokenizer,
+  calls: ScriptedCalls,
+  turnText: (req: GenerateRequest) => string | null,
+) {
   return fromPromise<GenerateResult, GenerateRequest>(async ({ input }) => {
     calls.generate.push(input);
     const text = turnText(input);

@@ -1,0 +1,158 @@
+/**
+ * The question machine: one question in one step. It spawns G_wt with-tool and G_nt no-tool
+ * rollouts at once (both paths in parallel), collects their scored trajectories, reports
+ * `group.completed` and outputs the QuestionGroup the learner needs.
+ *
+ * The `rollout` actor is injected: by default the rollout machine itself (its own `generate` and
+ * `search` actors provided by the caller); the NATS wiring may provide an actor that sends the
+ * rollout to a worker (`cmd.rollout`) and resolves with its RolloutResult.
+ *
+ * Seeds: rollout i of path p samples with deriveSeed(runSeed, 'rollout', step, questionId, p, i).
+ * A rollout that fails (a service error, not a format failure) fails the question with
+ * QuestionRolloutError: retrying is the caller's decision.
+ */
+import { assign, enqueueActions, setup } from 'xstate';
+import type { QuestionGroup, RolloutPath, RolloutResult } from '../rl/types.js';
+import { deriveSeed } from '../util/rng.js';
+import { type AkbeFact, type FactEvent, type QuestionFact, reportFact } from './facts.js';
+import { type RolloutInput, type RolloutLimits, rolloutMachine } from './rollout.js';
+
+export class QuestionRolloutError extends Error {
+  constructor(
+    readonly questionId: string,
+    readonly rolloutId: string,
+    opts?: ErrorOptions,
+  ) {
+    super(`question ${questionId}: rollout ${rolloutId} failed`, opts);
+    this.name = 'QuestionRolloutError';
+  }
+}
+
+/** A question as the machines see it: prompts already tokenized by the world's templates. */
+export interface QuestionSpec {
+  id: string;
+  gold: string[];
+  /** Prompt of the with-tool template (tools described and allowed). */
+  withToolPrompt: number[];
+  /** Prompt of the no-tool template (answer from memory). */
+  noToolPrompt: number[];
+}
+
+export interface QuestionInput {
+  runSeed: number;
+  step: number;
+  policyVersion: number;
+  question: QuestionSpec;
+  gWithTool: number;
+  gNoTool: number;
+  limits: RolloutLimits;
+  sampling?: { temperature: number; topP: number };
+}
+
+export interface QuestionContext extends QuestionInput {
+  pending: string[];
+  results: RolloutResult[];
+}
+
+/** Rollout ids: unique per run, readable, subject- and dedup-id-safe. */
+export function rolloutIdOf(step: number, questionId: string, path: RolloutPath, index: number): string {
+  return `s${step}.${questionId}.${path === 'with-tool' ? 'wt' : 'nt'}${index}`;
+}
+
+/** The inputs of every rollout of a question, with-tool first. Pure. */
+export function rolloutInputs(q: QuestionInput): RolloutInput[] {
+  const make = (path: RolloutPath, index: number): RolloutInput => ({
+    questionId: q.question.id,
+    rolloutId: rolloutIdOf(q.step, q.question.id, path, index),
+    index,
+    path,
+    policyVersion: q.policyVersion,
+    promptTokens: path === 'with-tool' ? q.question.withToolPrompt : q.question.noToolPrompt,
+    gold: q.question.gold,
+    seed: deriveSeed(q.runSeed, 'rollout', q.step, q.question.id, path, index),
+    limits: q.limits,
+    sampling: q.sampling,
+  });
+  return [
+    ...Array.from({ length: q.gWithTool }, (_, i) => make('with-tool', i)),
+    ...Array.from({ length: q.gNoTool }, (_, i) => make('no-tool', i)),
+  ];
+}
+
+function groupOf(c: QuestionContext): QuestionGroup {
+  const byIndex = (a: RolloutResult, b: RolloutResult) => a.index - b.index;
+  return {
+    questionId: c.question.id,
+    step: c.step,
+    policyVersion: c.policyVersion,
+    gold: c.question.gold,
+    withToolPrompt: c.question.withToolPrompt,
+    withTool: c.results.filter((r) => r.path === 'with-tool').sort(byIndex),
+    noTool: c.results.filter((r) => r.path === 'no-tool').sort(byIndex),
+  };
+}
+
+type ChildDone = { type: `xstate.done.actor.${string}`; output: RolloutResult; actorId: string };
+type ChildError = { type: `xstate.error.actor.${string}`; error: unknown; actorId: string };
+
+export const questionMachine = setup({
+  types: {
+    input: {} as QuestionInput,
+    context: {} as QuestionContext,
+    output: {} as QuestionGroup,
+    events: {} as FactEvent | ChildDone | ChildError,
+    emitted: {} as AkbeFact,
+  },
+  actors: { rollout: rolloutMachine },
+  actions: {
+    report: reportFact<AkbeFact>(),
+    relay: enqueueActions(({ enqueue, event }) => {
+      if (event.type === 'fact') enqueue({ type: 'report', params: (event as FactEvent).fact });
+    }),
+  },
+  guards: {
+    'allCollected?': ({ context }) => context.pending.length === 0,
+  },
+}).createMachine({
+  id: 'question',
+  context: ({ input }) => ({ ...input, pending: [], results: [] }),
+  initial: 'rolling',
+  states: {
+    rolling: {
+      entry: enqueueActions(({ enqueue, context }) => {
+        const inputs = rolloutInputs(context);
+        enqueue.assign({ pending: inputs.map((i) => i.rolloutId) });
+        for (const input of inputs) enqueue.spawnChild('rollout', { id: input.rolloutId, input });
+      }),
+      on: {
+        fact: { actions: 'relay' },
+        'xstate.done.actor.*': {
+          actions: assign(({ context, event }) => {
+            const { actorId, output } = event as ChildDone;
+            if (!context.pending.includes(actorId)) return {};
+            return {
+              pending: context.pending.filter((id) => id !== actorId),
+              results: [...context.results, output],
+            };
+          }),
+        },
+        'xstate.error.actor.*': {
+          actions: ({ context, event }) => {
+            const { actorId, error } = event as ChildError;
+            throw new QuestionRolloutError(context.question.id, actorId, { cause: error });
+          },
+        },
+      },
+      always: { guard: 'allCollected?', target: 'completed' },
+    },
+    completed: {
+      type: 'final',
+      entry: {
+        type: 'report',
+        params: ({ context }) =>
+          ({ type: 'group.completed', group: groupOf(context) }) satisfies QuestionFact,
+      },
+    },
+  },
+  output: ({ context }) => groupOf(context),
+});

@@ -1,0 +1,147 @@
+import t from 'tap';
+import { assembleBatch, type BatchQuestion } from '../src/rl/batch.js';
+import type { BoundaryLabel, QuestionGroup } from '../src/rl/types.js';
+import { group, rollout } from './helpers/rollouts.js';
+
+const f32 = (xs: number[]) => Array.from(Float32Array.from(xs));
+const rowOf = (a: ArrayLike<number>, b: number, width: number) =>
+  Array.from(a).slice(b * width, (b + 1) * width);
+
+// q1: with-tool prompt [1,2]; wt0 = g g o o g (two observation tokens), wt1 = g g; nt0 = g g g under the no-tool prompt [3,4,5].
+function q1(): QuestionGroup {
+  return {
+    questionId: 'q1',
+    step: 0,
+    policyVersion: 0,
+    gold: ['x'],
+    withToolPrompt: [1, 2],
+    withTool: [
+      rollout({ index: 0, reward: 1, layout: 'ggoog', toolCalls: 1 }),
+      rollout({ index: 1, reward: 0, layout: 'gg' }),
+    ],
+    noTool: [rollout({ index: 0, reward: 1, path: 'no-tool', layout: 'ggg' })],
+  };
+}
+const efficiency = (context: 'with-tool' | 'no-tool'): BoundaryLabel => ({
+  questionId: 'q1',
+  wt: true,
+  nt: true,
+  category: 'efficiency',
+  target: { rolloutId: 'q1.nt0', path: 'no-tool', context, candidates: 1 },
+  tieBreakSeed: 0,
+});
+
+t.test(
+  'hand-worked layout: prompt, observation and padding masked; logprobs aligned to the mask',
+  async (t) => {
+    const q: BatchQuestion = { group: q1(), label: efficiency('with-tool'), advantages: [0.7, -0.7] };
+    const b = assembleBatch([q], { algo: 'akbe', miniBatchQuestions: 1, padId: 0 });
+    t.equal(b.rows, 3);
+    t.equal(b.T, 7);
+    t.same(rowOf(b.tokens, 0, 7), [1, 2, 100, 101, 102, 103, 104]);
+    t.same(rowOf(b.tokens, 1, 7), [1, 2, 110, 111, 0, 0, 0]);
+    t.same(
+      rowOf(b.tokens, 2, 7),
+      [1, 2, 200, 201, 202, 0, 0],
+      'no-tool target re-conditioned on the with-tool prompt',
+    );
+    // lossMask[b, t] = 1 iff tokens[b, t+1] was generated.
+    t.same(rowOf(b.lossMask, 0, 6), [0, 1, 1, 0, 0, 1]);
+    t.same(rowOf(b.lossMask, 1, 6), [0, 1, 1, 0, 0, 0]);
+    t.same(rowOf(b.lossMask, 2, 6), [0, 1, 1, 1, 0, 0]);
+    t.same(rowOf(b.oldLogprobs, 0, 6), f32([0, -0.1, -0.2, 0, 0, -0.5]));
+    t.same(rowOf(b.oldLogprobs, 1, 6), f32([0, -0.1, -0.2, 0, 0, 0]));
+    t.same(rowOf(b.oldLogprobs, 2, 6), [0, 0, 0, 0, 0, 0], 'recorded under another prompt: not pi_old here');
+    t.same(Array.from(b.recomputeOld), [0, 0, 1]);
+    t.same(Array.from(b.advantages), f32([0.7, -0.7, 0]));
+    t.same(Array.from(b.grpoWeight), [1, 1, 0]);
+    t.same(Array.from(b.akbeWeight), [0, 0, 1]);
+    t.equal(b.lossTokens, 3 + 2 + 3);
+    t.same(
+      b.rowInfo.map((r) => [r.rolloutId, r.context]),
+      [
+        ['q1.wt0', 'with-tool'],
+        ['q1.wt1', 'with-tool'],
+        ['q1.nt0', 'with-tool'],
+      ],
+    );
+  },
+);
+
+t.test('a no-tool target in its own context keeps its prompt and recorded logprobs', async (t) => {
+  const b = assembleBatch([{ group: q1(), label: efficiency('no-tool'), advantages: [0, 0] }], {
+    algo: 'akbe',
+    miniBatchQuestions: 1,
+  });
+  t.same(rowOf(b.tokens, 2, 7), [3, 4, 5, 200, 201, 202, 0]);
+  t.same(rowOf(b.lossMask, 2, 6), [0, 0, 1, 1, 1, 0]);
+  t.same(rowOf(b.oldLogprobs, 2, 6), f32([0, 0, -0.1, -0.2, -0.3, 0]));
+  t.same(Array.from(b.recomputeOld), [0, 0, 0]);
+});
+
+t.test('a tool-dependent target is its with-tool row with an AKBE weight, no extra row', async (t) => {
+  const label: BoundaryLabel = {
+    questionId: 'q1',
+    wt: true,
+    nt: false,
+    category: 'tool-dependent',
+    target: { rolloutId: 'q1.wt0', path: 'with-tool', context: 'with-tool', candidates: 1 },
+    tieBreakSeed: 0,
+  };
+  const b = assembleBatch([{ group: q1(), label, advantages: [1, -1] }], {
+    algo: 'akbe',
+    miniBatchQuestions: 1,
+  });
+  t.equal(b.rows, 2);
+  t.same(Array.from(b.akbeWeight), [1, 0]);
+  t.same(Array.from(b.grpoWeight), [1, 1]);
+});
+
+t.test('algo grpo ignores targets; both-wrong adds nothing', async (t) => {
+  const g = assembleBatch([{ group: q1(), label: efficiency('with-tool'), advantages: [0, 0] }], {
+    algo: 'grpo',
+    miniBatchQuestions: 1,
+  });
+  t.equal(g.rows, 2);
+  t.same(Array.from(g.akbeWeight), [0, 0]);
+});
+
+t.test('mini-batches hold the rows of M consecutive questions', async (t) => {
+  const qs: BatchQuestion[] = ['a', 'b', 'c'].map((q) => ({
+    group: group(q, [1, 0], [0]),
+    label: null,
+    advantages: [1, -1],
+  }));
+  const b = assembleBatch(qs, { algo: 'akbe', miniBatchQuestions: 2 });
+  t.same(b.miniBatches, [
+    [0, 1, 2, 3],
+    [4, 5],
+  ]);
+  t.same(
+    b.rowInfo.map((r) => r.questionId),
+    ['a', 'a', 'b', 'b', 'c', 'c'],
+  );
+});
+
+t.test('padTo fixes T and rejects longer rows; broken rollouts are rejected', async (t) => {
+  const q: BatchQuestion = { group: q1(), label: null, advantages: [0, 0] };
+  t.equal(assembleBatch([q], { algo: 'grpo', miniBatchQuestions: 1, padTo: 10 }).T, 10);
+  t.throws(() => assembleBatch([q], { algo: 'grpo', miniBatchQuestions: 1, padTo: 6 }), {
+    name: 'RolloutShapeError',
+  });
+  const broken = q1();
+  broken.withTool[0].responseLogprobs.pop();
+  t.throws(
+    () =>
+      assembleBatch([{ group: broken, label: null, advantages: [0, 0] }], {
+        algo: 'grpo',
+        miniBatchQuestions: 1,
+      }),
+    { name: 'RolloutShapeError' },
+  );
+  t.throws(
+    () =>
+      assembleBatch([{ group: q1(), label: null, advantages: [0] }], { algo: 'grpo', miniBatchQuestions: 1 }),
+    { name: 'RolloutShapeError' },
+  );
+});
