@@ -2,9 +2,20 @@
  * `akbe world build`: generates the synthetic knowledge world (corpus, question sets with oracle
  * labels, tokenizer, pretraining mix) into a directory. Same seed, same bytes.
  */
-import { type CommandSpec, choiceFlag, intFlag, requireString } from '../command.js';
+import { type CommandSpec, choiceFlag, intFlag, numberFlag, requireString } from '../command.js';
 
 const SIZES = ['default', 'tiny'] as const;
+const SPLIT_CHOICES = ['train', 'dev', 'test'] as const;
+
+const DEVICE_FLAGS = {
+  device: { type: 'string', value: 'D', description: 'cpu | webgpu | cuda | auto', default: 'cpu' },
+  threads: {
+    type: 'string',
+    value: 'N',
+    description: 'ORT intra-op threads (0 = one per core)',
+    default: '1',
+  },
+} as const;
 
 export const worldCommands: CommandSpec[] = [
   {
@@ -45,6 +56,117 @@ export const worldCommands: CommandSpec[] = [
           `${s.passages} passages, questions train ${perSplit('train')} / dev ${perSplit('dev')} / test ${perSplit('test')}, ` +
           `vocab ${s.vocabSize}, mix ${s.mix.sequences} sequences / ${s.mix.tokens} tokens (mean ${s.mix.meanLength}, max ${s.mix.maxLength}) in ${elapsed()}\n`,
       );
+      return 0;
+    },
+  },
+  {
+    path: ['pretrain'],
+    summary: "Pretrain the base policy on a world's mix (resumable; checkpoints every N steps)",
+    flags: {
+      world: { type: 'string', value: 'DIR', description: 'world directory (akbe world build)' },
+      out: { type: 'string', value: 'DIR', description: 'checkpoint directory' },
+      steps: { type: 'string', value: 'N', description: 'optimizer steps', default: '800' },
+      batch: { type: 'string', value: 'N', description: 'sequences per step', default: '64' },
+      lr: {
+        type: 'string',
+        value: 'X',
+        description: 'peak learning rate (warmup, then cosine to 10%)',
+        default: '3e-3',
+      },
+      warmup: { type: 'string', value: 'N', description: 'warmup steps', default: '40' },
+      seed: { type: 'string', value: 'N', description: 'init and data-order seed', default: '0' },
+      'n-embd': { type: 'string', value: 'N', description: 'model width', default: '64' },
+      'n-layer': { type: 'string', value: 'N', description: 'transformer blocks', default: '2' },
+      'n-head': { type: 'string', value: 'N', description: 'attention heads', default: '4' },
+      'checkpoint-every': {
+        type: 'string',
+        value: 'N',
+        description: 'steps between checkpoints',
+        default: '100',
+      },
+      'log-every': { type: 'string', value: 'N', description: 'steps between loss lines', default: '25' },
+      resume: { type: 'boolean', description: 'continue the run in --out from its last checkpoint' },
+      ...DEVICE_FLAGS,
+    },
+    async run(ctx) {
+      const { DEVICE_CHOICES } = await import('../../gpu/session.js');
+      const { DEFAULT_PRETRAIN } = await import('../../world/pretrain.js');
+      const { runPretrain } = await import('../../world/pretrain-run.js');
+      const int = (name: string, min = 1) => intFlag(ctx, name, { min })!;
+      const config = {
+        ...DEFAULT_PRETRAIN,
+        steps: int('steps'),
+        batch: int('batch'),
+        lr: numberFlag(ctx, 'lr', { min: 0 })!,
+        warmup: int('warmup', 0),
+        seed: int('seed', 0),
+        nEmbd: int('n-embd'),
+        nLayer: int('n-layer'),
+        nHead: int('n-head'),
+      };
+      const r = await runPretrain({
+        worldDir: requireString(ctx, 'world'),
+        outDir: requireString(ctx, 'out'),
+        config,
+        resume: ctx.flags.resume === true,
+        checkpointEvery: int('checkpoint-every'),
+        logEvery: int('log-every'),
+        device: choiceFlag(ctx, 'device', DEVICE_CHOICES, 'cpu'),
+        threads: int('threads', 0),
+        err: ctx.err as NodeJS.WritableStream & { isTTY?: boolean },
+      });
+      ctx.out.write(
+        `pretrained to step ${r.step}: loss ${r.finalLoss.toFixed(4)}, ${r.tokensSeen} tokens in ${r.seconds.toFixed(0)}s -> ${ctx.flags.out}\n`,
+      );
+      return 0;
+    },
+  },
+  {
+    path: ['eval'],
+    summary: 'Evaluate a policy on a world split, both paths: EM, TC, TP and knowledge-boundary metrics',
+    flags: {
+      checkpoint: { type: 'string', value: 'DIR', description: 'policy checkpoint (akbe pretrain)' },
+      world: { type: 'string', value: 'DIR', description: 'world directory' },
+      split: { type: 'string', value: 'S', description: SPLIT_CHOICES.join(' | '), default: 'dev' },
+      temperature: {
+        type: 'string',
+        value: 'T',
+        description: 'sampling temperature (0 = greedy)',
+        default: '1',
+      },
+      seed: { type: 'string', value: 'N', description: 'sampling seed', default: '0' },
+      samples: { type: 'string', value: 'K', description: 'rollouts per question and path', default: '1' },
+      limit: { type: 'string', value: 'N', description: 'evaluate the first N questions of the split only' },
+      batch: { type: 'string', value: 'N', description: 'requests per decode batch', default: '128' },
+      json: { type: 'string', value: 'FILE', description: 'also write the report and every rollout as JSON' },
+      ...DEVICE_FLAGS,
+    },
+    async run(ctx) {
+      const { DEVICE_CHOICES } = await import('../../gpu/session.js');
+      const split = choiceFlag(ctx, 'split', SPLIT_CHOICES, 'dev')!;
+      const temperature = numberFlag(ctx, 'temperature', { min: 0, fallback: 1 })!;
+      const seed = intFlag(ctx, 'seed', { min: 0 })!;
+      const samples = intFlag(ctx, 'samples', { min: 1, max: 64 })!;
+      const limit = intFlag(ctx, 'limit', { min: 1 });
+      const batch = intFlag(ctx, 'batch', { min: 1 })!;
+      const checkpoint = requireString(ctx, 'checkpoint');
+      const worldDir = requireString(ctx, 'world');
+      const { runEval } = await import('../../world/eval-run.js');
+      const out = await runEval({
+        checkpoint,
+        worldDir,
+        split,
+        temperature,
+        seed,
+        samples,
+        limit,
+        batch,
+        device: choiceFlag(ctx, 'device', DEVICE_CHOICES, 'cpu'),
+        threads: intFlag(ctx, 'threads', { min: 0 })!,
+        json: typeof ctx.flags.json === 'string' ? ctx.flags.json : undefined,
+        err: ctx.err,
+      });
+      ctx.out.write(out);
       return 0;
     },
   },
