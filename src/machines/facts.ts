@@ -83,13 +83,16 @@ export type LearnerFact =
       trainMetrics: Record<string, number>;
       /** Rows, tokens and mini-batches of the trained batch. */
       batch: { rows: number; T: number; lossTokens: number; miniBatches: number };
+      /** Seed of the question shuffle before the mini-batch split. */
+      miniBatchSeed: number;
     }
   | { type: 'policy.published'; step: number; version: number; checkpoint?: string }
   /** A group whose version is not the learner's current one (never expected on-policy). */
   | { type: 'group.discarded'; questionId: string; policyVersion: number; expectedVersion: number };
 
 export type RunFact =
-  | { type: 'step.started'; step: number; policyVersion: number; questionIds: string[] }
+  /** `seed`: the question-sampling seed, deriveSeed(runSeed, 'questions', step). */
+  | { type: 'step.started'; step: number; policyVersion: number; questionIds: string[]; seed: number }
   | { type: 'run.finished'; steps: number; policyVersion: number };
 
 export type AkbeFact = RolloutFact | QuestionFact | LearnerFact | RunFact;

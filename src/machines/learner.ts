@@ -84,6 +84,7 @@ export interface TrainResult {
 /** Everything the learner computed for one step, before training. Pure. */
 export interface PreparedStep {
   step: number;
+  miniBatchSeed: number;
   policyVersion: number;
   groups: QuestionGroup[];
   labels: BoundaryLabel[];
@@ -104,7 +105,8 @@ export function prepareStep(
   const groups = [...groupsIn].sort((a, b) =>
     a.questionId < b.questionId ? -1 : a.questionId > b.questionId ? 1 : 0,
   );
-  new Rng(deriveSeed(input.runSeed, 'minibatch', step)).shuffle(groups);
+  const miniBatchSeed = deriveSeed(input.runSeed, 'minibatch', step);
+  new Rng(miniBatchSeed).shuffle(groups);
   const advantageFn = getAdvantage(input.advantage);
   const labels = groups.map((g) =>
     labelBoundary(g.withTool, g.noTool, {
@@ -129,6 +131,7 @@ export function prepareStep(
   const { shifts, latest } = boundaryShifts(prevMap, labels);
   return {
     step,
+    miniBatchSeed,
     policyVersion,
     groups,
     labels,
@@ -243,11 +246,7 @@ export const learnerMachine = setup({
           actions: enqueueActions(({ enqueue, context, event, self }) => {
             const p = context.prepared!;
             const { version, metrics, checkpoint } = event.output;
-            if (version !== p.policyVersion + 1) {
-              throw new RangeError(
-                `learner: trainer published version ${version} after training on version ${p.policyVersion}; expected ${p.policyVersion + 1}`,
-              );
-            }
+            if (version !== p.policyVersion + 1) throw new PolicyVersionError(p.policyVersion + 1, version);
             enqueue.assign({ version, prepared: null, stepsDone: context.stepsDone + 1 });
             const b = p.batch;
             enqueue({
@@ -259,6 +258,7 @@ export const learnerMachine = setup({
                 stepMetrics: p.metrics,
                 trainMetrics: metrics,
                 batch: { rows: b.rows, T: b.T, lossTokens: b.lossTokens, miniBatches: b.miniBatches.length },
+                miniBatchSeed: p.miniBatchSeed,
               } satisfies LearnerFact,
             });
             enqueue({

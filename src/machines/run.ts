@@ -118,6 +118,7 @@ export const runMachine = setup({
             step: c.step,
             policyVersion: c.policyVersion,
             questionIds: chosen.map((q) => q.id),
+            seed: deriveSeed(c.runSeed, 'questions', c.step),
           } satisfies RunFact,
         });
         for (const question of chosen) {
