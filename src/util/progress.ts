@@ -55,9 +55,10 @@ export class Progress {
   /** The current line, without control characters (used by tests and by `draw`). */
   render(t = this.now()): string {
     const total = this.opts.total ?? 0;
-    const secs = Math.max((t - this.started) / 1000, 1e-9);
-    const rate = this.done / secs;
-    const rateText = `${rate >= 100 ? Math.round(rate) : rate.toFixed(1)}/s`;
+    const secs = (t - this.started) / 1000;
+    // No rate (and so no eta) until some time has passed: 0 elapsed would print absurd rates.
+    const rate = secs > 0 ? this.done / secs : 0;
+    const rateText = secs > 0 ? `${rate >= 100 ? Math.round(rate) : rate.toFixed(1)}/s` : '?/s';
     if (total <= 0) return `${this.label} ${this.done} ${rateText} ${secs.toFixed(1)}s`;
     const frac = Math.min(this.done / total, 1);
     const eta = rate > 0 ? (total - this.done) / rate : Number.POSITIVE_INFINITY;
