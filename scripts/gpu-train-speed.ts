@@ -1,0 +1,89 @@
+/**
+ * Training-step throughput of the graph engineer's train graph against a single large MatMul in
+ * the same process (the machine's practical peak). Not a test: a measurement.
+ *   node --loader @isaacs/ts-node-temp-fork-for-pr-2009/esm scripts/gpu-train-speed.ts [steps] [threads] [vocab]
+ * FLOPs per step = 6 N_matmul B T + 12 L T D B T, with N_matmul = 12 L D^2 + V D (tied head as a
+ * matmul; embeddings lookups are free), the second term the attention products (full T x T).
+ */
+import ort from 'onnxruntime-node';
+import { countParams, type GPTConfig, initParams } from '../src/gpu/config.js';
+import { Graph, ops } from '../src/gpu/graph/index.js';
+import { Trainer } from '../src/gpu/trainer.js';
+
+const steps = Number(process.argv[2] ?? 5);
+const threads = Number(process.argv[3] ?? 0);
+const V = Number(process.argv[4] ?? 512);
+const cfg: GPTConfig = {
+  vocab_size: V,
+  n_embd: 256,
+  n_layer: 4,
+  n_head: 4,
+  n_positions: 256,
+  layer_norm_epsilon: 1e-5,
+  activation_function: 'gelu_new',
+};
+const B = 16;
+const T = 256;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const sessionCfg = threads ? { intraOpThreads: threads } : {};
+
+async function matmulPeak(n: number): Promise<number> {
+  const g = new Graph();
+  const a = g.input('a', 'float32', [n, n]);
+  const b = g.input('b', 'float32', [n, n]);
+  g.output(ops.matmul(a, b), 'c');
+  const s = await ort.InferenceSession.create(g.serialize(), {
+    graphOptimizationLevel: 'all',
+    ...(threads ? { intraOpNumThreads: threads } : {}),
+    extra: { session: { intra_op: { allow_spinning: '0' } } },
+  });
+  const x = new ort.Tensor(
+    'float32',
+    Float32Array.from({ length: n * n }, (_, i) => (i % 7) - 3),
+    [n, n],
+  );
+  await s.run({ a: x, b: x });
+  const times: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = performance.now();
+    await s.run({ a: x, b: x });
+    times.push((performance.now() - t0) / 1000);
+  }
+  return (2 * n ** 3) / median(times) / 1e9;
+}
+
+const peakBefore = await matmulPeak(2048);
+const trainer = await Trainer.create(cfg, initParams(cfg, 1), { batch: B, seq: T, session: sessionCfg });
+const ids = Array.from({ length: B * T }, (_, i) => (i * 7919) % V);
+const batch = {
+  inputIds: ids,
+  lossMask: new Array(B * (T - 1)).fill(1),
+  oldLogprobs: new Array(B * (T - 1)).fill(-Math.log(V)),
+  advantages: Array.from({ length: B }, (_, b) => (b % 2 ? 1 : -1)),
+};
+await trainer.step(batch); // warm-up
+const times: number[] = [];
+for (let i = 0; i < steps; i++) times.push((await trainer.step(batch)).ms / 1000);
+const peakAfter = await matmulPeak(2048);
+const { n_layer: L, n_embd: D } = cfg;
+const flops = 6 * (12 * L * D * D + V * D) * B * T + 12 * L * T * D * B * T;
+const sec = median(times);
+const peak = Math.max(peakBefore, peakAfter);
+console.log(
+  JSON.stringify({
+    params: countParams(cfg),
+    vocab: V,
+    batch: B,
+    seq: T,
+    threads: threads || 'ort-default',
+    sessionCreateMs: Math.round(trainer.createMs),
+    stepSecMedian: +sec.toFixed(4),
+    stepTimes: times.map((x) => +x.toFixed(3)),
+    tokensPerSec: Math.round((B * T) / sec),
+    gflopPerStep: +(flops / 1e9).toFixed(2),
+    trainGflops: +(flops / sec / 1e9).toFixed(1),
+    matmulGflops: [+peakBefore.toFixed(1), +peakAfter.toFixed(1)],
+    ratio: +(flops / sec / 1e9 / peak).toFixed(3),
+  }),
+);
+await trainer.release();
