@@ -58,6 +58,8 @@ export interface RunStartedData {
   policyRef: string;
   /** akbe package version that wrote the run. */
   akbeVersion: string;
+  /** Size of the training question pool the run machine samples each step's B questions from (replay re-draws them). */
+  questionPoolSize?: number;
 }
 export const runStarted: Schema<RunStartedData> = object<RunStartedData>(
   {
@@ -67,6 +69,7 @@ export const runStarted: Schema<RunStartedData> = object<RunStartedData>(
     worldRef: text(),
     policyRef: text(),
     akbeVersion: text(),
+    questionPoolSize: optional(count()),
   },
   (d) => ('run' in d.seeds ? null : ['seeds.run', 'is required (the root seed)']),
 );
@@ -169,6 +172,12 @@ export interface RolloutCompletedData {
   toolCalls: number;
   seed: number;
   finishReason: FinishReason;
+  /** The response text by segment (the policy's turns and the inserted observations), for audit and replay. */
+  segments?: ResponseSegment[];
+}
+export interface ResponseSegment {
+  kind: 'generated' | 'observation';
+  text: string;
 }
 export const rolloutCompleted: Schema<RolloutCompletedData> = object<RolloutCompletedData>(
   {
@@ -184,6 +193,9 @@ export const rolloutCompleted: Schema<RolloutCompletedData> = object<RolloutComp
     toolCalls: count(),
     seed: uint32(),
     finishReason: oneOf(FINISH_REASONS),
+    segments: optional(
+      array(object<ResponseSegment>({ kind: oneOf(['generated', 'observation'] as const), text: string() })),
+    ),
   },
   (d) => {
     const t = d.responseTokenIds.length;
@@ -286,7 +298,43 @@ export interface LearnerStepData {
   metrics: LearnerMetrics;
   /** Further named scalars (e.g. 'actor/pg_clipfrac_lower'), for experiments. */
   extra: Record<string, number>;
+  /** The batch the trainer was given (src/rl assembleBatch), row by row, for audit. */
+  batch?: TrainedBatch;
 }
+export interface TrainedRow {
+  rolloutId: string;
+  /** The prompt the row's response is conditioned on. */
+  context: RolloutPath;
+  /** GRPO advantage of the row, as trained (0 on AKBE-only rows). */
+  advantage: number;
+  /** In L_GRPO / in L_AKBE (the question's target). */
+  grpo: boolean;
+  akbe: boolean;
+  /** Index of the mini-batch holding the row. */
+  miniBatch: number;
+}
+export interface TrainedBatch {
+  T: number;
+  lossTokens: number;
+  /** Seed of the question shuffle before the mini-batch split. */
+  miniBatchSeed: number;
+  rows: TrainedRow[];
+}
+const trainedBatch = object<TrainedBatch>({
+  T: count(),
+  lossTokens: count(),
+  miniBatchSeed: uint32(),
+  rows: array(
+    object<TrainedRow>({
+      rolloutId: text(),
+      context: oneOf(ROLLOUT_PATHS),
+      advantage: number(),
+      grpo: bool(),
+      akbe: bool(),
+      miniBatch: count(),
+    }),
+  ),
+});
 export const learnerStep: Schema<LearnerStepData> = object<LearnerStepData>(
   {
     policyVersionBefore: count(),
@@ -317,6 +365,7 @@ export const learnerStep: Schema<LearnerStepData> = object<LearnerStepData>(
       updates: count(),
     }),
     extra: record(number()),
+    batch: optional(trainedBatch),
   },
   (d) =>
     d.policyVersionAfter >= d.policyVersionBefore
