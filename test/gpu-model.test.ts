@@ -151,3 +151,73 @@ t.test('logprobs are log-softmax(logits) at the next token, with or without the 
   }
   t.ok(worst <= 1e-5, `max error ${worst}`);
 });
+
+/** Plain-TS GPT-2 forward for one row (HF GPT2LMHeadModel semantics), logits [T][V]. */
+function referenceLogits(p: Params, row: number[]): number[][] {
+  const { n_embd: D, n_head: H, vocab_size: V } = cfg;
+  const hd = D / H;
+  const w = (n: string) => p.get(n)!;
+  const linear = (x: number[][], name: string) => {
+    const W = w(`${name}.weight`);
+    const b = w(`${name}.bias`);
+    const out = b.length;
+    return x.map((r) =>
+      Array.from({ length: out }, (_, j) => r.reduce((acc, v, i) => acc + v * W[i * out + j], b[j])),
+    );
+  };
+  const ln = (x: number[][], name: string) =>
+    x.map((r) => {
+      const mean = r.reduce((a, b) => a + b, 0) / r.length;
+      const vr = r.reduce((a, b) => a + (b - mean) ** 2, 0) / r.length;
+      return r.map(
+        (v, i) => ((v - mean) / Math.sqrt(vr + 1e-5)) * w(`${name}.weight`)[i] + w(`${name}.bias`)[i],
+      );
+    });
+  const gelu = (v: number) => 0.5 * v * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (v + 0.044715 * v ** 3)));
+  let x = row.map((id, t) =>
+    Array.from({ length: D }, (_, i) => w('wte.weight')[id * D + i] + w('wpe.weight')[t * D + i]),
+  );
+  for (let l = 0; l < cfg.n_layer; l++) {
+    const qkv = linear(ln(x, `h.${l}.ln_1`), `h.${l}.attn.c_attn`);
+    const y = x.map(() => new Array<number>(D).fill(0));
+    for (let h = 0; h < H; h++) {
+      for (let t = 0; t < x.length; t++) {
+        const q = (i: number) => qkv[t][h * hd + i];
+        const scores = Array.from({ length: t + 1 }, (_, s) => {
+          let dot = 0;
+          for (let i = 0; i < hd; i++) dot += q(i) * qkv[s][D + h * hd + i];
+          return dot / Math.sqrt(hd);
+        });
+        const m = Math.max(...scores);
+        const e = scores.map((v) => Math.exp(v - m));
+        const z = e.reduce((a, b) => a + b, 0);
+        for (let s = 0; s <= t; s++)
+          for (let i = 0; i < hd; i++) y[t][h * hd + i] += (e[s] / z) * qkv[s][2 * D + h * hd + i];
+      }
+    }
+    const a = linear(y, `h.${l}.attn.c_proj`);
+    x = x.map((r, t) => r.map((v, i) => v + a[t][i]));
+    const f = linear(
+      linear(ln(x, `h.${l}.ln_2`), `h.${l}.mlp.c_fc`).map((r) => r.map(gelu)),
+      `h.${l}.mlp.c_proj`,
+    );
+    x = x.map((r, t) => r.map((v, i) => v + f[t][i]));
+  }
+  return ln(x, 'ln_f').map((r) =>
+    Array.from({ length: V }, (_, v) => r.reduce((acc, hv, i) => acc + hv * w('wte.weight')[v * D + i], 0)),
+  );
+}
+
+t.test(
+  'forward logits equal a plain-TS GPT-2 reference (HF layout: qkv split, heads, tied head)',
+  async (t) => {
+    const params = randomParams(6);
+    const s = await ort.InferenceSession.create(buildForwardGraph(cfg, { logits: true }).serialize());
+    const row = ids.slice(0, T);
+    const got = (await s.run({ ...paramFeeds(params), input_ids: int64(row, [1, T]) })).logits
+      .data as Float32Array;
+    const ref = referenceLogits(params, row).flat();
+    const err = Math.max(...ref.map((v, i) => Math.abs(v - got[i])));
+    t.ok(err <= 1e-4, `max |graph - reference| = ${err} (float32 graph vs float64 loop)`);
+  },
+);
