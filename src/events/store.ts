@@ -42,6 +42,7 @@ import {
   InvalidEventError,
   UnsupportedEventVersionError,
 } from './errors.js';
+import { type PipelinedFailure, publishPipelined } from './pipelined-publish.js';
 import { readStream, type StreamReadOptions } from './stream-reader.js';
 import {
   DEAD_LETTER_STREAM,
@@ -229,47 +230,39 @@ export class EventStore implements AsyncDisposable {
   }
 
   /**
-   * Appends events in order with up to `window` publishes in flight (JetStream keeps the order of
-   * one connection's publishes). All are validated before the first is sent. Every ack is awaited;
-   * after a failure no new publish starts, the in-flight ones finish, and an AppendError lists the
-   * dedupe ids not stored (retrying them is safe: dedupe ids make appends idempotent).
+   * Appends events in order with up to `window` unacknowledged publishes (pipelined-publish.ts;
+   * JetStream keeps the order of one connection's messages). All are validated before the first
+   * is sent. Every ack is awaited; after a failure no new publish starts, and an AppendError lists
+   * the dedupe ids not stored (retrying them is safe: dedupe ids make appends idempotent).
    */
-  async appendMany(events: readonly AkbeEvent[], opts: { window?: number } = {}): Promise<AppendResult[]> {
-    const window = Math.max(1, opts.window ?? 256);
+  async appendMany(
+    events: readonly AkbeEvent[],
+    opts: { window?: number; ackTimeoutMs?: number } = {},
+  ): Promise<AppendResult[]> {
     for (const e of events) validateEvent(e);
-    const results: AppendResult[] = new Array(events.length);
-    const inFlight = new Set<Promise<void>>();
-    const failed: Array<{ index: number; err: Error }> = [];
-    let next = 0;
-    while (next < events.length && failed.length === 0) {
-      const index = next++;
-      const p: Promise<void> = this.publish(events[index]).then(
-        (r) => {
-          results[index] = r;
-        },
-        (err: Error) => {
-          failed.push({ index, err });
-        },
-      );
-      const tracked = p.finally(() => inFlight.delete(tracked));
-      inFlight.add(tracked);
-      if (inFlight.size >= window) await Promise.race(inFlight);
-    }
-    await Promise.all(inFlight);
-    if (failed.length) {
-      failed.sort((a, b) => a.index - b.index);
-      const notStored = [
-        ...failed.map((f) => f.index),
-        ...Array.from({ length: events.length - next }, (_, i) => next + i),
-      ];
-      const first = failed[0];
-      throw new AppendError(
-        `${notStored.length} of ${events.length} events not stored (first: ${events[first.index].type} ${events[first.index].meta.dedupeId}: ${first.err.message})`,
-        notStored.sort((a, b) => a - b).map((i) => events[i].meta.dedupeId),
-        { cause: first.err },
-      );
-    }
-    return results;
+    const subjectOf = (i: number) => eventSubject(events[i].meta.runId, events[i].type);
+    const outcomes = await publishPipelined(
+      this.nc,
+      events.length,
+      (i) => ({ subject: subjectOf(i), data: encodeEvent(events[i]), msgId: events[i].meta.dedupeId }),
+      { ...opts, expectStream: EVENTS_STREAM },
+    );
+    const failures = outcomes.filter((o): o is PipelinedFailure => 'kind' in o);
+    if (failures.length === 0) return outcomes as AppendResult[];
+    // The first real failure is the cause; 'closed' entries are the ones never sent after it.
+    const first = failures.find((f) => f.kind !== 'closed') ?? failures[0];
+    const subject = subjectOf(first.index);
+    const cause =
+      first.kind === 'api' && first.code === 10071
+        ? new ConcurrencyError(subject, first.code)
+        : first.kind === 'no-stream'
+          ? mapPublishError(Object.assign(new Error(first.message), { name: 'JetStreamNotEnabled' }), subject)
+          : new EventStoreError(`${subject}: ${first.message}`, first.code);
+    throw new AppendError(
+      `${failures.length} of ${events.length} events not stored (first: ${events[first.index].type} ${events[first.index].meta.dedupeId}: ${cause.message})`,
+      failures.map((f) => events[f.index].meta.dedupeId),
+      { cause },
+    );
   }
 
   /**
