@@ -104,3 +104,21 @@ t.test('a missing corpus file is an error naming the file', async (t) => {
   );
   t.same(readdirSync(dir), []);
 });
+
+t.test('an aborted build (Ctrl-C) removes its temporary directory', async (t) => {
+  const dir = tmpDir();
+  const file = writeCorpusLines(dir, [good(1), good(2), good(3)]);
+  const abort = new AbortController();
+  abort.abort(new Error('interrupted'));
+  await t.rejects(
+    buildIndex({
+      corpus: file,
+      out: join(dir, 'idx'),
+      embedder: { kind: 'lexical' },
+      progress: false,
+      signal: abort.signal,
+    }),
+    /interrupted/,
+  );
+  t.same(readdirSync(dir), ['corpus.jsonl']);
+});

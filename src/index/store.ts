@@ -80,6 +80,8 @@ export interface BuildIndexOptions {
   batchSize?: number;
   /** Where progress goes; false for none (default: stderr). */
   progress?: NodeJS.WritableStream | false;
+  /** Aborting stops the build between batches and removes the partial build (Ctrl-C). */
+  signal?: AbortSignal;
 }
 
 /** Builds an index from a corpus; returns its meta. Nothing appears at `out` unless it succeeds. */
@@ -104,6 +106,7 @@ export async function buildIndex(opts: BuildIndexOptions): Promise<IndexMeta> {
       freq?.add(p.contents);
       count++;
       scan?.tick();
+      if (count % 1024 === 0) opts.signal?.throwIfAborted();
     }
     scan?.finish();
     embedder = freq ? LexicalEmbedder.fromFrequencies(freq) : await createEmbedder(opts.embedder);
@@ -119,6 +122,7 @@ export async function buildIndex(opts: BuildIndexOptions): Promise<IndexMeta> {
     let bytes = 0;
     const batchSize = opts.batchSize ?? 64;
     const flush = async (batch: Passage[]) => {
+      opts.signal?.throwIfAborted();
       const rows = await embedder!.embedPassages(batch.map((p) => p.contents));
       let chunk = '';
       for (let i = 0; i < batch.length; i++) {

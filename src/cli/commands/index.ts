@@ -76,7 +76,26 @@ const build: CommandSpec = {
     } else {
       embedder = { kind, params: { dim: intFlag(ctx, 'dim', { min: 8, max: 65536 }) } };
     }
-    const meta = await buildIndex({ corpus, out, embedder, hnsw, batchSize, progress: ctx.err });
+    // Ctrl-C stops between batches so the temporary build directory is removed.
+    const abort = new AbortController();
+    const onSignal = () => abort.abort(new Error('interrupted; no index was written'));
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    let meta: Awaited<ReturnType<typeof buildIndex>>;
+    try {
+      meta = await buildIndex({
+        corpus,
+        out,
+        embedder,
+        hnsw,
+        batchSize,
+        progress: ctx.err,
+        signal: abort.signal,
+      });
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
     ctx.out.write(
       `built ${out}: ${meta.count} passages, ${meta.fingerprint}, ${meta.buildSeconds.toFixed(1)} s\n`,
     );
