@@ -1,5 +1,5 @@
 import t from 'tap';
-import { assembleBatch, type BatchQuestion } from '../src/rl/batch.js';
+import { assembleBatch, type BatchQuestion, sliceMiniBatch } from '../src/rl/batch.js';
 import type { BoundaryLabel, QuestionGroup } from '../src/rl/types.js';
 import { group, rollout } from './helpers/rollouts.js';
 
@@ -38,10 +38,10 @@ t.test(
     const b = assembleBatch([q], { algo: 'akbe', miniBatchQuestions: 1, padId: 0 });
     t.equal(b.rows, 3);
     t.equal(b.T, 7);
-    t.same(rowOf(b.tokens, 0, 7), [1, 2, 100, 101, 102, 103, 104]);
-    t.same(rowOf(b.tokens, 1, 7), [1, 2, 110, 111, 0, 0, 0]);
+    t.same(rowOf(b.inputIds, 0, 7), [1, 2, 100, 101, 102, 103, 104]);
+    t.same(rowOf(b.inputIds, 1, 7), [1, 2, 110, 111, 0, 0, 0]);
     t.same(
-      rowOf(b.tokens, 2, 7),
+      rowOf(b.inputIds, 2, 7),
       [1, 2, 200, 201, 202, 0, 0],
       'no-tool target re-conditioned on the with-tool prompt',
     );
@@ -54,7 +54,7 @@ t.test(
     t.same(rowOf(b.oldLogprobs, 2, 6), [0, 0, 0, 0, 0, 0], 'recorded under another prompt: not pi_old here');
     t.same(Array.from(b.recomputeOld), [0, 0, 1]);
     t.same(Array.from(b.advantages), f32([0.7, -0.7, 0]));
-    t.same(Array.from(b.grpoWeight), [1, 1, 0]);
+    t.same(Array.from(b.pgWeight), [1, 1, 0]);
     t.same(Array.from(b.akbeWeight), [0, 0, 1]);
     t.equal(b.lossTokens, 3 + 2 + 3);
     t.same(
@@ -73,7 +73,7 @@ t.test('a no-tool target in its own context keeps its prompt and recorded logpro
     algo: 'akbe',
     miniBatchQuestions: 1,
   });
-  t.same(rowOf(b.tokens, 2, 7), [3, 4, 5, 200, 201, 202, 0]);
+  t.same(rowOf(b.inputIds, 2, 7), [3, 4, 5, 200, 201, 202, 0]);
   t.same(rowOf(b.lossMask, 2, 6), [0, 0, 1, 1, 1, 0]);
   t.same(rowOf(b.oldLogprobs, 2, 6), f32([0, 0, -0.1, -0.2, -0.3, 0]));
   t.same(Array.from(b.recomputeOld), [0, 0, 0]);
@@ -94,7 +94,7 @@ t.test('a tool-dependent target is its with-tool row with an AKBE weight, no ext
   });
   t.equal(b.rows, 2);
   t.same(Array.from(b.akbeWeight), [1, 0]);
-  t.same(Array.from(b.grpoWeight), [1, 1]);
+  t.same(Array.from(b.pgWeight), [1, 1]);
 });
 
 t.test('algo grpo ignores targets; both-wrong adds nothing', async (t) => {
@@ -145,3 +145,25 @@ t.test('padTo fixes T and rejects longer rows; broken rollouts are rejected', as
     { name: 'RolloutShapeError' },
   );
 });
+
+t.test(
+  'sliceMiniBatch copies the rows of a mini-batch and pads with empty rows for a fixed-B graph',
+  async (t) => {
+    const qs: BatchQuestion[] = ['a', 'b', 'c'].map((q) => ({
+      group: group(q, [1, 0], [0]),
+      label: null,
+      advantages: [1, -1],
+    }));
+    const b = assembleBatch(qs, { algo: 'akbe', miniBatchQuestions: 2 });
+    const last = sliceMiniBatch(b, 1, { padRowsTo: 4 });
+    t.equal(last.rows, 4);
+    t.equal(last.paddingRows, 2);
+    t.same(rowOf(last.inputIds, 0, b.T), rowOf(b.inputIds, 4, b.T));
+    t.same(rowOf(last.lossMask, 1, b.T - 1), rowOf(b.lossMask, 5, b.T - 1));
+    t.same(Array.from(last.advantages), [1, -1, 0, 0]);
+    t.same(Array.from(last.pgWeight), [1, 1, 0, 0]);
+    t.same(rowOf(last.lossMask, 3, b.T - 1), Array(b.T - 1).fill(0));
+    t.throws(() => sliceMiniBatch(b, 0, { padRowsTo: 3 }), RangeError);
+    t.throws(() => sliceMiniBatch(b, 2), RangeError);
+  },
+);

@@ -3,18 +3,19 @@
  * logprobs, per-row advantages and loss weights, and the split into mini-batches.
  *
  * Layout (B rows, T = longest row or `padTo`):
- *   tokens      [B, T]    prompt ++ response, right-padded with `padId`
- *   lossMask    [B, T-1]  lossMask[b, t] = 1 iff tokens[b, t+1] is a token the policy generated;
+ *   inputIds    [B, T]    prompt ++ response, right-padded with `padId`
+ *   lossMask    [B, T-1]  lossMask[b, t] = 1 iff inputIds[b, t+1] is a token the policy generated;
  *                         0 when it is a prompt, observation (<information> block) or padding token.
- *                         Position t holds the prediction of token t+1 from the prefix tokens[b, ..t].
- *   oldLogprobs [B, T-1]  log pi_old(tokens[b, t+1] | prefix) where lossMask = 1, else 0
+ *                         Position t holds the prediction of token t+1 from the prefix inputIds[b, ..t].
+ *   oldLogprobs [B, T-1]  log pi_old(inputIds[b, t+1] | prefix) where lossMask = 1, else 0
  *   advantages  [B]       GRPO advantage of the row (0 on rows that are AKBE-only)
- *   grpoWeight  [B]       1 on rows in L_GRPO: every with-tool rollout of every question
+ *   pgWeight    [B]       1 on rows in L_GRPO: every with-tool rollout of every question
  *   akbeWeight  [B]       1 on the row of the question's AKBE target (algo 'akbe' only)
  *   recomputeOld [B]      1 where oldLogprobs are not valid for the row's context (see below)
  *
- * The target of a tool-dependent question is one of its with-tool rollouts: that row gets
- * akbeWeight 1 on top of its GRPO role (no duplicate row). A no-tool target gets its own row:
+ * Field names follow the trainer's batch (src/gpu/trainer.ts). The target of a tool-dependent
+ * question is one of its with-tool rollouts: that row gets akbeWeight 1 on top of its GRPO role
+ * (no duplicate row). A no-tool target gets its own row:
  * - context `own`: its no-tool prompt ++ its response, with its recorded logprobs;
  * - context `with-tool`: re-conditioned, i.e. the question's with-tool prompt ++ its response
  *   tokens. The recorded logprobs were taken under the no-tool prompt, so they are not
@@ -50,11 +51,11 @@ export interface BatchRow {
 export interface TrainBatch {
   rows: number;
   T: number;
-  tokens: Int32Array;
+  inputIds: Int32Array;
   lossMask: Float32Array;
   oldLogprobs: Float32Array;
   advantages: Float32Array;
-  grpoWeight: Float32Array;
+  pgWeight: Float32Array;
   akbeWeight: Float32Array;
   recomputeOld: Uint8Array;
   rowInfo: BatchRow[];
@@ -179,11 +180,11 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
     );
   }
   const B = pending.length;
-  const tokens = new Int32Array(B * T).fill(opts.padId ?? 0);
+  const inputIds = new Int32Array(B * T).fill(opts.padId ?? 0);
   const lossMask = new Float32Array(B * (T - 1));
   const oldLogprobs = new Float32Array(B * (T - 1));
   const advantages = new Float32Array(B);
-  const grpoWeight = new Float32Array(B);
+  const pgWeight = new Float32Array(B);
   const akbeWeight = new Float32Array(B);
   const recomputeOld = new Uint8Array(B);
   let lossTokens = 0;
@@ -192,8 +193,8 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
     // The first token has no prediction position: a response needs at least one prompt token.
     if (prompt.length === 0)
       throw new RolloutShapeError(row.info.rolloutId, `row ${row.info.rolloutId} has an empty prompt`);
-    tokens.set(prompt, b * T);
-    tokens.set(rollout.responseTokens, b * T + prompt.length);
+    inputIds.set(prompt, b * T);
+    inputIds.set(rollout.responseTokens, b * T + prompt.length);
     // Response token j sits at position P + j and is predicted at mask position P + j - 1.
     const base = b * (T - 1) + prompt.length - 1;
     for (let j = 0; j < rollout.responseTokens.length; j++) {
@@ -203,22 +204,83 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
       lossTokens += 1;
     }
     advantages[b] = row.advantage;
-    grpoWeight[b] = row.grpo ? 1 : 0;
+    pgWeight[b] = row.grpo ? 1 : 0;
     akbeWeight[b] = row.akbe ? 1 : 0;
     recomputeOld[b] = row.oldValid ? 0 : 1;
   });
   return {
     rows: B,
     T,
-    tokens,
+    inputIds,
     lossMask,
     oldLogprobs,
     advantages,
-    grpoWeight,
+    pgWeight,
     akbeWeight,
     recomputeOld,
     rowInfo: pending.map((r) => r.info),
     miniBatches,
     lossTokens,
   };
+}
+
+/** One mini-batch as the trainer takes it: flat row-major arrays of `rows` rows of length T. */
+export interface MiniBatch {
+  rows: number;
+  T: number;
+  inputIds: Int32Array;
+  lossMask: Float32Array;
+  oldLogprobs: Float32Array;
+  advantages: Float32Array;
+  pgWeight: Float32Array;
+  akbeWeight: Float32Array;
+  recomputeOld: Uint8Array;
+  /** Rows past the real ones: padding with every mask and weight 0 (for a fixed-B graph). */
+  paddingRows: number;
+}
+
+/**
+ * The arrays of mini-batch `index`, optionally padded with empty rows up to `padRowsTo` (a
+ * training graph with a static batch size; at most M * (G_wt + 1) rows are ever needed). Empty rows
+ * contribute nothing: their loss mask and weights are 0.
+ */
+export function sliceMiniBatch(
+  batch: TrainBatch,
+  index: number,
+  opts: { padRowsTo?: number; padId?: number } = {},
+): MiniBatch {
+  const rowIds = batch.miniBatches[index];
+  if (!rowIds)
+    throw new RangeError(
+      `sliceMiniBatch: no mini-batch ${index} (the batch has ${batch.miniBatches.length})`,
+    );
+  const rows = Math.max(rowIds.length, opts.padRowsTo ?? 0);
+  if (opts.padRowsTo !== undefined && opts.padRowsTo < rowIds.length) {
+    throw new RangeError(
+      `sliceMiniBatch: mini-batch ${index} has ${rowIds.length} rows, more than padRowsTo = ${opts.padRowsTo}`,
+    );
+  }
+  const { T } = batch;
+  const out: MiniBatch = {
+    rows,
+    T,
+    inputIds: new Int32Array(rows * T).fill(opts.padId ?? 0),
+    lossMask: new Float32Array(rows * (T - 1)),
+    oldLogprobs: new Float32Array(rows * (T - 1)),
+    advantages: new Float32Array(rows),
+    pgWeight: new Float32Array(rows),
+    akbeWeight: new Float32Array(rows),
+    recomputeOld: new Uint8Array(rows),
+    paddingRows: rows - rowIds.length,
+  };
+  rowIds.forEach((src, dst) => {
+    out.inputIds.set(batch.inputIds.subarray(src * T, (src + 1) * T), dst * T);
+    out.lossMask.set(batch.lossMask.subarray(src * (T - 1), (src + 1) * (T - 1)), dst * (T - 1));
+    out.oldLogprobs.set(batch.oldLogprobs.subarray(src * (T - 1), (src + 1) * (T - 1)), dst * (T - 1));
+    out.advantages[dst] = batch.advantages[src];
+    out.pgWeight[dst] = batch.pgWeight[src];
+    out.akbeWeight[dst] = batch.akbeWeight[src];
+    out.recomputeOld[dst] = batch.recomputeOld[src];
+  });
+  return out;
 }

@@ -55,7 +55,7 @@ export const DEFAULT_TRAIN_CONFIG: Readonly<TrainConfig> = Object.freeze({
   miniBatchQuestions: 4, // paper 8: keeps the paper's several updates per step (here 2)
   gWithTool: 8, // paper 16
   gNoTool: 4, // paper 8: keeps the paper's 2:1 ratio
-  maxToolCalls: 4, // paper 6: the world's questions need at most 2 hops
+  maxToolCalls: 6, // paper 6; the world's with-tool prompt says "Search up to 6 times" (maxResponseTokens bounds it in practice)
   maxResponseTokens: 256, // paper 6192: the tiny policy's context is short
   lambda: 0.05, // paper 0.05
   clipEps: 0.2, // paper 0.2
