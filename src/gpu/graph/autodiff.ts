@@ -114,8 +114,8 @@ export function gradients(loss: Tensor, wrt: Tensor[], seed?: Tensor): Tensor[] 
 }
 
 function zerosLike(g: Graph, t: Tensor): Tensor {
-  const [z] = g.addNode('Expand', [g.scalar(0, t.dtype), g.ints(t.shape as number[])], {}, [
-    { dtype: t.dtype, shape: t.shape },
-  ]);
-  return z;
+  const dims = t.shape.every((d) => typeof d === 'number')
+    ? g.ints(t.shape as number[])
+    : g.addNode('Shape', [t], {}, [{ dtype: 'int64', shape: [t.rank] }])[0];
+  return g.addNode('Expand', [g.scalar(0, t.dtype), dims], {}, [{ dtype: t.dtype, shape: t.shape }])[0];
 }

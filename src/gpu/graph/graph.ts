@@ -7,7 +7,14 @@
  * shape is known while building. Names are assigned on creation and may be changed with
  * `graph.output(t, name)` before serialisation.
  */
-import { type AttrValue, type DimProto, type DType, encodeModel, type TensorData } from './onnx-proto.js';
+import {
+  type AttrValue,
+  type DimProto,
+  type DType,
+  encodeModel,
+  type ModelData,
+  type TensorData,
+} from './onnx-proto.js';
 
 export type { AttrValue, DType } from './onnx-proto.js';
 export type Dim = DimProto;
@@ -236,11 +243,11 @@ export class Graph {
   }
 
   /**
-   * ModelProto bytes. Nodes and constants that no output depends on are dropped (autodiff
+   * The model as plain data (what `serialize` encodes). Nodes and constants that no output depends on are dropped (autodiff
    * emits rules for every path; only the ones reaching an output are kept). All inputs are kept
    * so that callers can feed the same named inputs to every graph variant.
    */
-  serialize(): Uint8Array {
+  toModelProto(): ModelData {
     if (this.outputs.length === 0) throw new GraphBuildError('serialize', 'graph has no outputs');
     const live = new Set<GraphNode>();
     const liveTensors = new Set<Tensor>(this.outputs);
@@ -253,7 +260,7 @@ export class Graph {
     const emitted = flatten(this.nodes.filter((n) => live.has(n)));
     const domains = new Set(emitted.map((n) => n.domain));
     domains.delete('');
-    return encodeModel({
+    return {
       graphName: this.name,
       irVersion: this.opset >= 21 ? 10 : 9,
       producer: 'akbe',
@@ -271,7 +278,12 @@ export class Graph {
         .map(([t, d]) => ({ ...d, name: t.name })),
       inputs: this.inputs.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape })),
       outputs: this.outputs.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape })),
-    });
+    };
+  }
+
+  /** ModelProto bytes, ready for `InferenceSession.create(bytes)`. */
+  serialize(): Uint8Array {
+    return encodeModel(this.toModelProto());
   }
 
   /** Number of nodes (before pruning), for tests and logs. */
