@@ -94,6 +94,23 @@ t.test('a replay ends at the last event present when it began', async (t) => {
   t.equal((await collect(store, 'snapshot')).length, 15);
 });
 
+t.test('a following replay delivers new events live and ends when its signal aborts', async (t) => {
+  const store = await open();
+  const events = syntheticRunEvents({ runId: 'follow', steps: 1 });
+  await store.appendMany(events.slice(0, 3));
+  const abort = new AbortController();
+  const seen: number[] = [];
+  const reader = (async () => {
+    for await (const s of store.replay('follow', { follow: true, signal: abort.signal })) {
+      seen.push(s.seq);
+      if (seen.length === 3) await store.appendMany(events.slice(3, 8));
+      if (seen.length === 8) abort.abort();
+    }
+  })();
+  await reader;
+  t.equal(seen.length, 8, 'the 5 events appended while following arrived, then the loop ended');
+});
+
 t.test('undecodable and invalid messages end in the dead letters with their bytes and reason', async (t) => {
   const store = await open();
   reports.length = 0;
