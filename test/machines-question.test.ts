@@ -85,6 +85,7 @@ t.test('relays every child fact and reports group.completed once', async (t) => 
   t.equal(count('rollout.completed'), 4);
   t.equal(count('tool.called'), 1);
   t.equal(count('group.completed'), 1);
+  t.equal(facts[0].type, 'question.assigned');
   t.equal(facts.at(-1)?.type, 'group.completed');
 });
 

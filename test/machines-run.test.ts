@@ -101,6 +101,7 @@ t.test('the root actor sees every fact of the tree, in causal order per step', a
   t.same(
     [
       'step.started',
+      'question.assigned',
       'rollout.started',
       'rollout.completed',
       'tool.called',
@@ -110,7 +111,7 @@ t.test('the root actor sees every fact of the tree, in causal order per step', a
       'policy.published',
       'run.finished',
     ].map(count),
-    [3, 18, 18, 12, 6, 6, 3, 3, 1],
+    [3, 6, 18, 18, 12, 6, 6, 3, 3, 1],
   );
   const started = facts.filter((f) => f.type === 'step.started');
   t.same(

@@ -8,7 +8,7 @@
  * rollout machine running alone in a rollout worker still emits its own. The wiring turns each fact
  * into an event of the catalog (src/events), adding runId, timestamps and dedup ids.
  *
- * Names follow the catalog: rollout.started, rollout.turn, tool.called, rollout.completed,
+ * Names follow the catalog: question.assigned, rollout.started, rollout.turn, tool.called, rollout.completed,
  * group.completed, boundary.labeled, learner.step, policy.published, step.started, run.finished.
  * A rollout's StopReason maps to the catalog's finishReason as answer -> 'answer',
  * length -> 'max-tokens', tool-limit -> 'max-turns', eos | invalid-action -> 'format-error'.
@@ -61,7 +61,18 @@ export type RolloutFact =
     }
   | { type: 'rollout.completed'; result: RolloutResult };
 
-export type QuestionFact = { type: 'group.completed'; group: QuestionGroup };
+export type QuestionFact =
+  | {
+      type: 'question.assigned';
+      questionId: string;
+      step: number;
+      policyVersion: number;
+      text: string;
+      gold: string[];
+      split: string;
+      groupSize: { withTool: number; noTool: number };
+    }
+  | { type: 'group.completed'; group: QuestionGroup };
 
 export type LearnerFact =
   | {

@@ -32,6 +32,9 @@ export class QuestionRolloutError extends Error {
 export interface QuestionSpec {
   id: string;
   gold: string[];
+  /** The question text and its split (e.g. 'single-hop'), for the log only. */
+  text?: string;
+  split?: string;
   /** Prompt of the with-tool template (tools described and allowed). */
   withToolPrompt: number[];
   /** Prompt of the no-tool template (answer from memory). */
@@ -120,6 +123,20 @@ export const questionMachine = setup({
   states: {
     rolling: {
       entry: enqueueActions(({ enqueue, context }) => {
+        const q = context.question;
+        enqueue({
+          type: 'report',
+          params: {
+            type: 'question.assigned',
+            questionId: q.id,
+            step: context.step,
+            policyVersion: context.policyVersion,
+            text: q.text ?? q.id,
+            gold: q.gold,
+            split: q.split ?? 'train',
+            groupSize: { withTool: context.gWithTool, noTool: context.gNoTool },
+          } satisfies QuestionFact,
+        });
         const inputs = rolloutInputs(context);
         enqueue.assign({ pending: inputs.map((i) => i.rolloutId) });
         for (const input of inputs) enqueue.spawnChild('rollout', { id: input.rolloutId, input });
