@@ -77,7 +77,7 @@ export async function writeDeadLetter(
 ): Promise<DeadLetterReport> {
   const runId = parseSubject(input.subject)?.runId ?? UNKNOWN_RUN;
   const key = input.origin
-    ? `${input.origin.stream === 'AKBE_EVENTS' ? 'e' : input.origin.stream}${input.origin.seq}`
+    ? `${input.origin.stream === EVENTS_STREAM ? 'e' : input.origin.stream}${input.origin.seq}`
     : nuid.next();
   const subject = deadLetterSubject(runId, input.reason, key);
   const h = headers();
