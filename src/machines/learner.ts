@@ -61,6 +61,8 @@ export interface LearnerInput {
   losses: LossTerm[];
   /** Version the first groups are expected from (0 for a fresh run). */
   initialVersion: number;
+  /** Each question's latest category before this learner started (a resumed run's log). */
+  initialLastCategory?: Record<string, BoundaryCategory>;
   padId?: number;
   padTo?: number;
 }
@@ -184,7 +186,7 @@ export const learnerMachine = setup({
     version: input.initialVersion,
     groups: [],
     prepared: null,
-    lastCategory: {},
+    lastCategory: { ...(input.initialLastCategory ?? {}) },
     stepsDone: 0,
   }),
   initial: 'collecting',

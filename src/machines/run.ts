@@ -31,6 +31,8 @@ export interface RunInput {
   learner: Omit<LearnerInput, 'runSeed' | 'batchQuestions' | 'initialVersion'>;
   /** Version of the initial policy (0 for a fresh run). */
   initialVersion?: number;
+  /** First step to run (a resumed run starts after its last published step; default 0). */
+  initialStep?: number;
 }
 
 export interface RunOutput {
@@ -90,7 +92,12 @@ export const runMachine = setup({
   },
 }).createMachine({
   id: 'run',
-  context: ({ input }) => ({ ...input, step: 0, policyVersion: input.initialVersion ?? 0, pending: [] }),
+  context: ({ input }) => ({
+    ...input,
+    step: input.initialStep ?? 0,
+    policyVersion: input.initialVersion ?? 0,
+    pending: [],
+  }),
   entry: enqueueActions(({ enqueue, context }) => {
     enqueue.spawnChild('learner', {
       id: 'learner',
