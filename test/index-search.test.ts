@@ -9,8 +9,16 @@ import { WIKI_PASSAGES, WIKI_QUESTIONS } from './fixtures/index/wiki-passages.js
 const dir = tmpDir();
 const out = join(dir, 'wiki-index');
 
+let searcher: IndexSearcher;
+
+// One searcher for the retrieval tests: each open starts an HNSW worker thread.
 t.before(async () => {
   await buildIndex({ corpus: writeWikiCorpus(dir), out, embedder: { kind: 'lexical' }, progress: false });
+  searcher = await IndexSearcher.open(out);
+});
+
+t.teardown(async () => {
+  await searcher.close();
 });
 
 t.test('meta.json records the embedder fingerprint, dim, count and HNSW settings', async (t) => {
@@ -27,7 +35,6 @@ t.test('meta.json records the embedder fingerprint, dim, count and HNSW settings
 });
 
 t.test('lexical retrieval puts the passage first for every entity-name query', async (t) => {
-  await using searcher = await IndexSearcher.open(out);
   const titles = WIKI_PASSAGES.map((p) => p.contents.split('\n')[0]);
   const results = await searcher.search(titles, 1);
   t.same(
@@ -39,7 +46,6 @@ t.test('lexical retrieval puts the passage first for every entity-name query', a
 });
 
 t.test('real QA questions find their answering passage in the top 3 (and mostly first)', async (t) => {
-  await using searcher = await IndexSearcher.open(out);
   const results = await searcher.search(
     WIKI_QUESTIONS.map((q) => q.question),
     3,
@@ -58,7 +64,6 @@ t.test('real QA questions find their answering passage in the top 3 (and mostly 
 });
 
 t.test('k larger than the corpus returns every passage once', async (t) => {
-  await using searcher = await IndexSearcher.open(out);
   const [hits] = await searcher.search(['anything at all'], 100);
   t.equal(hits.length, WIKI_PASSAGES.length);
   t.equal(new Set(hits.map((h) => h.id)).size, WIKI_PASSAGES.length);
