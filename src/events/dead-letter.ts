@@ -19,6 +19,7 @@ import {
   DEAD_LETTER_STREAM,
   type DeadLetterReason,
   deadLetterSubject,
+  EVENTS_STREAM,
   parseSubject,
   UNKNOWN_RUN,
 } from './subjects.js';
