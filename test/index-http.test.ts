@@ -59,6 +59,11 @@ t.test('without return_scores each query gets the plain document list; topk defa
   const { status, json } = await post({ queries: ['Isle of Wight'] });
   t.equal(status, 200);
   t.equal(json.result[0].length, 3);
+  t.equal(
+    (await post({ queries: ['Isle of Wight'], topk: 0 })).json.result[0].length,
+    3,
+    'topk 0 means the default, as in Search-R1',
+  );
   t.same(Object.keys(json.result[0][0]).sort(), ['contents', 'id']);
   t.equal(json.result[0][0].id, 'w30');
 });

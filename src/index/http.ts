@@ -8,7 +8,7 @@
  * With `return_scores` false (the default there), each query's entry is the plain list of
  * documents `[{"id", "contents"}, ...]`, which is what that server's code intends (its own
  * unpacking of the un-scored result is broken upstream; Search-R1's client always asks for
- * scores). A missing `topk` means the server's default (3). Bad bodies get 400 with
+ * scores). A missing, null or 0 `topk` means the server's default (3), as there. Bad bodies get 400 with
  * `{"error": "..."}`; other paths 404.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -70,7 +70,7 @@ export async function startRetrievalHttpServer(
     let returnScores = false;
     try {
       const withDefault =
-        isObject(body) && (body.topk === undefined || body.topk === null)
+        isObject(body) && (body.topk === undefined || body.topk === null || body.topk === 0)
           ? { ...body, topk: opts.defaultTopk ?? DEFAULT_TOPK }
           : body;
       request = validateSearchRequest(withDefault, opts.limits ?? DEFAULT_LIMITS);
