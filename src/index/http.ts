@@ -8,8 +8,8 @@
  * With `return_scores` false (the default there), each query's entry is the plain list of
  * documents `[{"id", "contents"}, ...]`, which is what that server's code intends (its own
  * unpacking of the un-scored result is broken upstream; Search-R1's client always asks for
- * scores). A missing, null or 0 `topk` means the server's default (3), as there. Bad bodies get 400 with
- * `{"error": "..."}`; other paths 404.
+ * scores). A missing, null or 0 `topk` means the server's default (3), as there. Bad bodies
+ * get 400 with `{"error": "..."}`; other paths 404.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
