@@ -244,3 +244,28 @@ t.test('DEFAULT_TRAIN_HYPER follows DESIGN.md (eps 0.2, c = 3, lambda 0.05)', as
   t.equal(DEFAULT_TRAIN_HYPER.dualClipC, 3);
   t.equal(DEFAULT_TRAIN_HYPER.lambda, 0.05);
 });
+
+t.test('Trainer rejects a batch of the wrong shape, naming the field', async (t) => {
+  const trainer = await Trainer.create(tiny, initParams(tiny, 1), {
+    batch: 2,
+    seq: 4,
+    session: { intraOpThreads: 1 },
+  });
+  const ok = {
+    inputIds: [1, 2, 3, 4, 1, 2, 3, 4],
+    lossMask: [1, 1, 1, 1, 1, 1],
+    oldLogprobs: [0, 0, 0, 0, 0, 0],
+    advantages: [1, -1],
+  };
+  await t.rejects(trainer.step({ ...ok, lossMask: [1, 1, 1] }), {
+    name: 'TrainBatchShapeError',
+    field: 'lossMask',
+  });
+  await t.rejects(trainer.step({ ...ok, inputIds: [1, 2] }), {
+    name: 'TrainBatchShapeError',
+    field: 'inputIds',
+  });
+  const m = await trainer.step(ok);
+  t.ok(Number.isFinite(m.loss) && m.step === 1, `a well-shaped batch trains (loss ${m.loss})`);
+  await trainer.release();
+});
