@@ -142,3 +142,27 @@ t.test('a generator that breaks its contract is an error', async (t) => {
   actor.start();
   await t.rejects(toPromise(actor), { name: 'RolloutProtocolError' });
 });
+
+t.test('driveToOutput runs a rollout to its result, delivers its facts, and aborts on signal', async (t) => {
+  const { driveToOutput } = await import('../src/machines/drive.js');
+  const tok = new ToyTokenizer();
+  const calls: ScriptedCalls = { generate: [], search: [] };
+  const machine = rolloutMachine.provide({
+    actors: {
+      generate: scriptedGenerate(tok, calls, () => '<answer> Seth Klarman </answer>'),
+      search: fakeSearch(tok, calls),
+    },
+  });
+  const { input } = setupRollout([]);
+  const facts: string[] = [];
+  const r = await driveToOutput(machine, input, { onFact: (f) => facts.push(f.type) });
+  t.equal(r.reward, 1);
+  t.same(facts, ['rollout.started', 'rollout.turn', 'rollout.completed']);
+  const hanging = rolloutMachine.provide({
+    actors: { generate: fromPromise<GenerateResult, GenerateRequest>(() => new Promise(() => {})) },
+  });
+  const ac = new AbortController();
+  const p = driveToOutput(hanging, input, { signal: ac.signal });
+  ac.abort();
+  await t.rejects(p, { name: 'MachineAbortedError' });
+});

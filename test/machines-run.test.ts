@@ -123,6 +123,25 @@ t.test('the root actor sees every fact of the tree, in causal order per step', a
     [0, 1, 2].map((k) => sampleStepQuestions(5, 2, 3, k).map((i) => `q${i}`)),
   );
   t.equal(facts.at(-1)?.type, 'run.finished');
+  // Causal order: within each step, started -> groups -> labels -> learner.step -> published.
+  const at = (pred: (f: AkbeFact) => boolean) => facts.findIndex(pred);
+  const lastAt = (pred: (f: AkbeFact) => boolean) => facts.findLastIndex(pred);
+  for (let k = 0; k < 3; k++) {
+    const start = at((f) => f.type === 'step.started' && f.step === k);
+    const lastGroup = lastAt((f) => f.type === 'group.completed' && f.group.step === k);
+    const firstLabel = at((f) => f.type === 'boundary.labeled' && f.step === k);
+    const learned = at((f) => f.type === 'learner.step' && f.step === k);
+    const published = at((f) => f.type === 'policy.published' && f.version === k + 1);
+    t.ok(
+      start < lastGroup && lastGroup < firstLabel && firstLabel < learned && learned < published,
+      `step ${k} in order`,
+    );
+    if (k < 2)
+      t.ok(
+        published < at((f) => f.type === 'step.started' && f.step === k + 1),
+        `version ${k + 1} published before step ${k + 1}`,
+      );
+  }
 });
 
 t.test('question sampling is seeded, distinct within a step, and varies across steps', async (t) => {
