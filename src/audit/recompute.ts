@@ -1,0 +1,207 @@
+/**
+ * Re-derivation from the log alone: the run's settings from run.started, each rollout's outcome
+ * (answer, format, reward) from its recorded text and the question's gold answers, and each
+ * question's group as the learner saw it. Pure: src/rl does the math, this file only reads events.
+ */
+import type { EventOf } from '../events/catalog.js';
+import { DEFAULT_TRAIN_CONFIG } from '../rl/config.js';
+import { exactMatch, scoreTrajectory } from '../rl/reward.js';
+import type {
+  QuestionGroup,
+  RolloutResult,
+  TargetContext,
+  TargetSelection,
+  TextSegment,
+} from '../rl/types.js';
+import type { QuestionLog, RolloutLog, RunLog } from './run-log.js';
+
+/** The settings the learner computed with, read from run.started (defaults noted when missing). */
+export interface AuditSettings {
+  runSeed: number;
+  algo: 'grpo' | 'akbe';
+  advantage: string;
+  targetSelection: TargetSelection;
+  targetContext: TargetContext;
+  maxToolCalls: number;
+  maxResponseTokens: number;
+  miniBatchQuestions: number;
+  padId?: number;
+  padTo?: number;
+  questionPoolSize?: number;
+  /** Keys that were missing from run.started and took the audit's default. */
+  defaulted: string[];
+}
+
+const DEFAULTS = DEFAULT_TRAIN_CONFIG;
+
+/** Maps a recorded algo name ('grpo+akbe', 'akbe', 'grpo') to the learner's two modes. */
+export function learnerAlgo(name: string): 'grpo' | 'akbe' {
+  return /akbe/i.test(name) ? 'akbe' : 'grpo';
+}
+
+export function settingsOf(started: EventOf<'run.started'> | undefined): AuditSettings {
+  const cfg = (started?.data.config ?? {}) as Record<string, unknown>;
+  const defaulted: string[] = [];
+  const pick = <T>(key: string, ok: (v: unknown) => boolean, fallback: T): T => {
+    if (ok(cfg[key])) return cfg[key] as T;
+    defaulted.push(key);
+    return fallback;
+  };
+  const isInt = (v: unknown) => Number.isInteger(v);
+  const isStr = (v: unknown) => typeof v === 'string';
+  const runSeed = started?.data.seeds.run ?? (isInt(cfg.seed) ? (cfg.seed as number) : 0);
+  if (started?.data.seeds.run === undefined) defaulted.push('seeds.run');
+  const algo = isStr(cfg.algo)
+    ? learnerAlgo(cfg.algo as string)
+    : learnerAlgo(started?.data.algo ?? DEFAULTS.algo);
+  return {
+    runSeed,
+    algo,
+    advantage: pick('advantage', isStr, DEFAULTS.advantage),
+    targetSelection: pick(
+      'targetSelection',
+      (v) => v === 'min-tool-calls' || v === 'shortest',
+      DEFAULTS.targetSelection,
+    ),
+    targetContext: pick('targetContext', (v) => v === 'with-tool' || v === 'own', DEFAULTS.targetContext),
+    maxToolCalls: pick('maxToolCalls', isInt, DEFAULTS.maxToolCalls),
+    maxResponseTokens: pick('maxResponseTokens', isInt, DEFAULTS.maxResponseTokens),
+    miniBatchQuestions: pick('miniBatchQuestions', isInt, DEFAULTS.miniBatchQuestions),
+    padId: isInt(cfg.padId) ? (cfg.padId as number) : undefined,
+    padTo: isInt(cfg.padTo) ? (cfg.padTo as number) : undefined,
+    questionPoolSize: started?.data.questionPoolSize,
+    defaulted,
+  };
+}
+
+export interface RecomputedOutcome {
+  answer: string | null;
+  formatOk: boolean;
+  reward: number;
+  /** True when the format was re-checked from recorded segments (else the recorded flag was trusted). */
+  fromText: boolean;
+}
+
+/**
+ * The outcome of a finished rollout, exactly as the rollout machine scores it: with the response
+ * text, `scoreTrajectory` (tag grammar, last <answer>, Search-R1 EM against any gold answer), and a
+ * format failure unless the rollout stopped on its answer. Without the text, the recorded answer
+ * and format flag are taken as given and only the EM is recomputed.
+ */
+export function recomputeOutcome(
+  done: EventOf<'rollout.completed'>,
+  gold: readonly string[],
+  s: Pick<AuditSettings, 'maxToolCalls'>,
+): RecomputedOutcome {
+  const d = done.data;
+  if (d.segments) {
+    const score = scoreTrajectory(d.segments, d.path, gold, { maxToolCalls: s.maxToolCalls });
+    const formatOk = d.finishReason === 'answer' && score.formatOk;
+    return { answer: score.answer, formatOk, reward: formatOk ? score.reward : 0, fromText: true };
+  }
+  const formatOk = d.formatOk && d.finishReason === 'answer' && d.answer !== null;
+  return {
+    answer: d.answer,
+    formatOk,
+    reward: formatOk ? exactMatch(d.answer as string, gold) : 0,
+    fromText: false,
+  };
+}
+
+const STOP_OF = {
+  answer: 'answer',
+  'max-tokens': 'length',
+  'max-turns': 'tool-limit',
+  'format-error': 'invalid-action',
+} as const;
+
+/** A RolloutResult rebuilt from the log, with the recomputed outcome in place of the recorded one. */
+export function rolloutResultOf(
+  r: RolloutLog & { completed: EventOf<'rollout.completed'> },
+  outcome: RecomputedOutcome,
+): RolloutResult {
+  const d = r.completed.data;
+  const segments: TextSegment[] = d.segments ? d.segments.map((x) => ({ kind: x.kind, text: x.text })) : [];
+  return {
+    questionId: r.completed.meta.questionId,
+    rolloutId: r.rolloutId,
+    index: d.index,
+    path: d.path,
+    policyVersion: r.completed.meta.policyVersion,
+    seed: d.seed,
+    promptTokens: Array.from(d.promptTokenIds),
+    responseTokens: Array.from(d.responseTokenIds),
+    responseLogprobs: Array.from(d.oldLogprobs),
+    responseMask: Array.from(d.lossMask),
+    segments,
+    answer: outcome.answer,
+    toolCalls: d.toolCalls,
+    turns: r.turns.length || segments.filter((x) => x.kind === 'generated').length,
+    formatOk: outcome.formatOk,
+    formatReason: outcome.formatOk ? 'ok' : d.finishReason,
+    stopReason: STOP_OF[d.finishReason],
+    em: outcome.reward === 1 ? 1 : 0,
+    reward: outcome.reward,
+  };
+}
+
+/**
+ * The response rebuilt from the turn and tool events: each turn's tokens (mask 1) followed by the
+ * observation of the search it ended with (mask 0, cut to the response budget as the rollout
+ * machine cuts it). Null when the log holds no turn events for the rollout.
+ */
+export function responseFromTurns(
+  r: RolloutLog,
+  maxResponseTokens: number,
+): { tokens: number[]; mask: number[] } | null {
+  if (r.turns.length === 0) return null;
+  const tokens: number[] = [];
+  const mask: number[] = [];
+  for (const turn of r.turns) {
+    for (const id of turn.data.tokenIds) {
+      tokens.push(id);
+      mask.push(1);
+    }
+    const tool = r.tools.find((x) => x.data.turn === turn.data.turn);
+    if (!tool) continue;
+    const room = Math.max(0, maxResponseTokens - tokens.length);
+    for (const id of tool.data.observationTokenIds.slice(0, room)) {
+      tokens.push(id);
+      mask.push(0);
+    }
+  }
+  return { tokens, mask };
+}
+
+/** The group of a question as the learner received it: rollouts in index order per path. */
+export function groupOf(
+  step: number,
+  policyVersion: number,
+  q: QuestionLog,
+  results: ReadonlyMap<string, RolloutResult>,
+): QuestionGroup {
+  const ids = q.group
+    ? [...q.group.data.withTool.rolloutIds, ...q.group.data.noTool.rolloutIds]
+    : [...q.rollouts.keys()];
+  const members = ids.map((id) => results.get(id)).filter((x): x is RolloutResult => x !== undefined);
+  const byIndex = (a: RolloutResult, b: RolloutResult) => a.index - b.index;
+  const withTool = members.filter((x) => x.path === 'with-tool').sort(byIndex);
+  return {
+    questionId: q.questionId,
+    step,
+    policyVersion,
+    gold: q.assigned?.data.goldAnswers ?? [],
+    withToolPrompt: withTool[0]?.promptTokens ?? [],
+    withTool,
+    noTool: members.filter((x) => x.path === 'no-tool').sort(byIndex),
+  };
+}
+
+/** The policy version step `s` rolled out with: step.started's, else the step's first rollout's. */
+export function stepVersion(log: RunLog, step: number): number {
+  const s = log.steps.get(step);
+  if (s?.started) return s.started.data.policyVersion;
+  for (const q of s?.questions.values() ?? [])
+    for (const r of q.rollouts.values()) if (r.completed) return r.completed.meta.policyVersion;
+  return step;
+}
