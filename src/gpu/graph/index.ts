@@ -22,8 +22,13 @@
  *   no rule of their own.
  * - `gradients(loss, wrt, seed?)`: d loss / d wrt as tensors of the same graph. A node on the
  *   path without a rule throws `MissingGradientError` naming the op.
- * - float64 graphs work for every op except Erf (ORT has no float64 kernel): gradient checks use
- *   gelu(x, 'tanh').
+ * - Opset 20 (IR 9): LayerNormalization-17 and Gelu-20 (approximate='tanh') are standard ops, no
+ *   com.microsoft domain needed. ORT 1.30's CPU provider has float32 kernels for both but no
+ *   float64 ones, so in float64 graphs `Graph.composite` records ONE tape node (whose rule is
+ *   the one checked) and serialises it as primitives. Erf has no float64 kernel at all, so the
+ *   erf form of GELU is checked in float32; float64 checks use gelu(x, 'tanh').
+ * - Low level: `graph.addNode(opType, inputs, attrs, outs)` with `A.i/f/ints/floats/s` attribute
+ *   constructors, for ops without a helper (such a node has no gradient rule).
  */
 import * as elementwise from './ops/elementwise.js';
 import * as gather from './ops/gather.js';
