@@ -132,6 +132,8 @@ export async function publishPipelined(
   return results as Array<PipelinedAck | PipelinedFailure>;
 }
 
+const utf8 = new TextDecoder();
+
 function parseAck(index: number, msg: Msg): PipelinedAck | PipelinedFailure {
   if (msg.headers?.code === 503) {
     return {
@@ -143,12 +145,12 @@ function parseAck(index: number, msg: Msg): PipelinedAck | PipelinedFailure {
   }
   let body: JsAckBody;
   try {
-    body = JSON.parse(new TextDecoder().decode(msg.data)) as JsAckBody;
+    body = JSON.parse(utf8.decode(msg.data)) as JsAckBody;
   } catch {
     return {
       index,
       kind: 'api',
-      message: `unreadable JetStream ack: ${new TextDecoder().decode(msg.data).slice(0, 80)}`,
+      message: `unreadable JetStream ack: ${utf8.decode(msg.data).slice(0, 80)}`,
     };
   }
   if (body.error)
