@@ -54,8 +54,6 @@ export interface StartNatsOptions {
   args?: string[];
   /** Path to the binary; found with `findNatsServerBinary` when omitted. */
   binary?: string;
-  /** Detach the child so it outlives this process (`akbe nats up`). */
-  detached?: boolean;
 }
 
 export interface LocalNatsServer extends AsyncDisposable {
@@ -76,7 +74,8 @@ let exitHookInstalled = false;
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
-  // A child server must never outlive the process that started it (unless detached).
+  // A child server must never outlive the process that started it (`akbe nats up` spawns its own
+  // detached server with its log in a file: see src/actors/connection.ts).
   process.once('exit', () => {
     for (const child of running) child.kill('SIGKILL');
   });
@@ -90,14 +89,9 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port ?? 0;
   const args = ['-a', host, '-p', port === 0 ? '-1' : String(port), '-js', '-sd', opts.storeDir, ...(opts.args ?? [])];
-  const child = spawn(binary, args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: opts.detached ?? false,
-  });
-  if (!opts.detached) {
-    running.add(child);
-    installExitHook();
-  }
+  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
+  installExitHook();
   let log = '';
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.once('exit', () => running.delete(child));
@@ -128,11 +122,6 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
       reject(new NatsServerStartError(`nats-server exited with code ${code} before it was ready: ${lastLines(log)}`, log));
     });
   });
-  if (opts.detached) {
-    child.stdout!.destroy();
-    child.stderr!.destroy();
-    child.unref();
-  }
 
   const stopWith = async (signal: NodeJS.Signals) => {
     if (child.exitCode !== null || child.signalCode !== null) return;
