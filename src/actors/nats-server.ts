@@ -103,7 +103,8 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
       opts.readyTimeoutMs ?? 10_000,
     );
     const onData = (chunk: Buffer) => {
-      log += chunk.toString();
+      // Keep only the tail: a long run's server log must not grow this process's memory.
+      log = (log + chunk.toString()).slice(-16_384);
       const m = /Listening for client connections on [^\s]*:(\d+)/.exec(log);
       if (m) clientPort = Number(m[1]);
       if (clientPort && /Server is ready/.test(log)) {
