@@ -7,6 +7,7 @@
  */
 import type { Worker } from 'node:worker_threads';
 import { startWorker } from '../util/worker-url.js';
+import { loadCheckpointConfig } from './checkpoint.js';
 import type { Params } from './config.js';
 import type { GenerateRequest, GenerateResult } from './decoder.js';
 import {
@@ -16,8 +17,10 @@ import {
   type PolicyRequest,
   PolicyWorkerError,
   type PolicyWorkerInit,
+  transferablesOf,
 } from './policy-protocol.js';
-import type { PolicyInfo } from './policy-runtime.js';
+import type { PolicyInfo, TrainRequest } from './policy-runtime.js';
+import type { TrainMetrics } from './trainer.js';
 
 export class PolicyClosedError extends Error {
   constructor(why: string) {
@@ -59,13 +62,21 @@ export class PolicyHost {
 
   /** Starts the worker and waits until its sessions are ready (or throws why they are not). */
   static async start(init: PolicyWorkerInit): Promise<PolicyHost> {
+    // A missing or broken config.json fails here, before a thread is spent on it.
+    if (init.checkpoint) await loadCheckpointConfig(init.checkpoint);
     const worker = startWorker(import.meta.url, 'policy-worker', { workerData: init });
+    // Listeners for the start only; the host installs its own once the worker is ready.
+    let onMessage!: (m: PolicyReady) => void;
+    let onError!: (e: Error) => void;
+    let onExit!: (code: number) => void;
     const ready = await new Promise<PolicyReady>((resolve, reject) => {
-      worker.once('message', resolve);
-      worker.once('error', reject);
-      worker.once('exit', (code) => reject(new PolicyClosedError(`exited with code ${code} while starting`)));
+      onMessage = resolve;
+      onError = reject;
+      onExit = (code) => reject(new PolicyClosedError(`exited with code ${code} while starting`));
+      worker.once('message', onMessage).once('error', onError).once('exit', onExit);
+    }).finally(() => {
+      worker.off('message', onMessage).off('error', onError).off('exit', onExit);
     });
-    worker.removeAllListeners();
     if (!ready.ready) {
       await worker.terminate();
       throw new PolicyWorkerError(ready.error.name, ready.error.message);
@@ -73,12 +84,12 @@ export class PolicyHost {
     return new PolicyHost(worker, ready.device, ready.log);
   }
 
-  private call<T>(m: PolicyMethod): Promise<T> {
+  private call<T>(m: PolicyMethod, transfer: ArrayBuffer[] = []): Promise<T> {
     if (this.exited) return Promise.reject(new PolicyClosedError(this.exited));
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.worker.postMessage({ id, ...m } as PolicyRequest);
+      this.worker.postMessage({ id, ...m } as PolicyRequest, transfer);
     });
   }
 
@@ -92,9 +103,12 @@ export class PolicyHost {
     return this.call({ method: 'logprobs', args: [sequences] });
   }
 
-  /** One optimizer step on a training batch (the Trainer's batch type); returns its metrics. */
-  trainStep<M = Record<string, number>>(batch: unknown): Promise<M> {
-    return this.call({ method: 'trainStep', args: [batch] });
+  /**
+   * One optimizer step; the policy then decodes with the new parameters. With `transfer`, the
+   * batch's typed arrays move to the worker instead of being copied (they are detached here).
+   */
+  trainStep(req: TrainRequest, opts: { transfer?: boolean } = {}): Promise<TrainMetrics> {
+    return this.call({ method: 'trainStep', args: [req] }, opts.transfer ? transferablesOf(req) : []);
   }
 
   async getParams(): Promise<Params> {

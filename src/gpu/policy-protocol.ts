@@ -5,7 +5,9 @@
  */
 import type { GPTConfig } from './config.js';
 import type { GenerateRequest, GenerateResult } from './decoder.js';
+import type { TrainRequest } from './policy-runtime.js';
 import type { DeviceChoice } from './session.js';
+import type { TrainerOptions } from './trainer.js';
 
 export interface PolicyWorkerInit {
   /** Either a checkpoint directory or an in-memory policy. */
@@ -18,14 +20,14 @@ export interface PolicyWorkerInit {
   vocabPieces?: string[];
   maxBatch?: number;
   windowMs?: number;
-  /** Options passed to the graph engineer's Trainer (optimizer and loss settings). */
-  trainer?: Record<string, unknown>;
+  /** Trainer options (loss aggregation and form, hyperparameters); B and T come from each batch. */
+  trainer?: Omit<TrainerOptions, 'batch' | 'seq' | 'session'>;
 }
 
 export type PolicyMethod =
   | { method: 'generate'; args: [GenerateRequest] }
   | { method: 'logprobs'; args: [number[][]] }
-  | { method: 'trainStep'; args: [unknown] }
+  | { method: 'trainStep'; args: [TrainRequest] }
   | { method: 'getParams'; args: [] }
   | { method: 'setParams'; args: [Record<string, Float32Array>] }
   | { method: 'loadCheckpoint'; args: [string] }

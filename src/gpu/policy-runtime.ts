@@ -13,6 +13,15 @@ import { checkRequest, decodeBatch, type GenerateRequest, type GenerateResult } 
 import { OrtDecodeBackend, OrtScorer, paramFeeds } from './ort-policy.js';
 import { type Device, type DeviceChoice, loadOrt, type SessionConfig } from './session.js';
 import { type Detokenize, piecesDetokenizer } from './stop.js';
+import type { OptimizerState, TrainBatch, TrainerOptions, TrainHyper, TrainMetrics } from './trainer.js';
+
+type Trainer = import('./trainer.js').Trainer;
+
+/** A training request: the batch (B = advantages.length, T = inputIds.length / B) and per-step overrides. */
+export interface TrainRequest {
+  batch: TrainBatch;
+  hyper?: Partial<TrainHyper>;
+}
 
 export interface PolicyRuntimeOptions {
   device?: DeviceChoice;
@@ -24,8 +33,8 @@ export interface PolicyRuntimeOptions {
   maxBatch?: number;
   /** How long a lone request waits for company (default 3 ms). */
   windowMs?: number;
-  /** Trainer options (optimizer, loss), passed through to the Trainer. */
-  trainer?: Record<string, unknown>;
+  /** Trainer options (loss aggregation and form, hyperparameters); B and T come from each batch. */
+  trainer?: Omit<TrainerOptions, 'batch' | 'seq' | 'session'>;
 }
 
 export interface PolicyInfo {
@@ -43,6 +52,10 @@ export class PolicyRuntime {
   private scorer?: Promise<OrtScorer>;
   private resolvedDevice?: Device;
   private readonly batcher: Batcher;
+  /** Training sessions by batch shape `BxT` (the graph is static); `activeTrainer` holds the state. */
+  private readonly trainers = new Map<string, Promise<Trainer>>();
+  private activeTrainer?: Trainer;
+  private optimizer?: OptimizerState;
   private readonly detokenize?: Detokenize;
 
   private constructor(
@@ -74,8 +87,10 @@ export class PolicyRuntime {
 
   /** A runtime for a checkpoint directory; sessions are created on first use. */
   static async fromCheckpoint(dir: string, opts: PolicyRuntimeOptions = {}): Promise<PolicyRuntime> {
-    const ckpt = await loadCheckpoint(dir, { optimizer: false });
-    return new PolicyRuntime(ckpt.config, ckpt.params, opts);
+    const ckpt = await loadCheckpoint(dir);
+    const rt = new PolicyRuntime(ckpt.config, ckpt.params, opts);
+    rt.optimizer = ckpt.optimizer;
+    return rt;
   }
 
   /** The device sessions run on (resolved by the first session). */
@@ -126,33 +141,79 @@ export class PolicyRuntime {
     return (await this.scoring()).logprobs(sequences);
   }
 
-  trainStep(_batch: unknown): Promise<Record<string, number>> {
-    return Promise.reject(new Error('trainStep: the Trainer is not wired in yet'));
+  /**
+   * One optimizer step. The trainer for the batch's shape is created on first use; switching
+   * shapes carries the parameters and AdamW state over. Afterwards the decode and scoring sessions
+   * run the new parameters.
+   */
+  async trainStep(req: TrainRequest): Promise<TrainMetrics> {
+    const B = req.batch.advantages.length;
+    const T = B > 0 ? req.batch.inputIds.length / B : 0;
+    if (!Number.isInteger(T) || T < 2) {
+      throw new Error(
+        `train batch: inputIds holds ${req.batch.inputIds.length} ids for ${B} advantages; need B x T with T >= 2`,
+      );
+    }
+    const key = `${B}x${T}`;
+    let pending = this.trainers.get(key);
+    if (!pending) {
+      const { Trainer } = await import('./trainer.js');
+      pending = Trainer.create(this.config, this.params, {
+        ...this.opts.trainer,
+        batch: B,
+        seq: T,
+        session: this.sessionConfig(),
+      });
+      this.trainers.set(key, pending);
+    }
+    const trainer = await pending;
+    if (this.activeTrainer !== trainer) {
+      // Carry the current policy and optimizer state into this shape's session.
+      trainer.setParams(this.params);
+      trainer.setOptimizerState(this.activeTrainer?.getOptimizerState() ?? this.optimizer ?? null);
+      this.activeTrainer = trainer;
+    }
+    const metrics = await trainer.step(req.batch, req.hyper);
+    this.installParams(trainer.getParams());
+    return metrics;
   }
 
   getParams(): Params {
     return this.params;
   }
 
-  /** Installs a new policy version in every session (batches already running finish on the old one). */
+  /** Installs a new policy version in every session (optimizer state is kept). */
   setParams(params: Params): void {
+    this.installParams(params);
+    this.activeTrainer?.setParams(params);
+  }
+
+  private installParams(params: Params): void {
     this.params = params;
     void this.decodeBackend?.then((b) => b.setParams(params));
     void this.scorer?.then((s) => s.setParams(params));
   }
 
   async loadCheckpoint(dir: string): Promise<void> {
-    const ckpt = await loadCheckpoint(dir, { optimizer: false });
+    const ckpt = await loadCheckpoint(dir);
     const same = JSON.stringify(ckpt.config) === JSON.stringify(this.config);
     if (!same)
       throw new Error(
         `${dir}: config.json differs from the running policy's config; start a new policy for it`,
       );
     this.setParams(ckpt.params);
+    this.optimizer = ckpt.optimizer;
+    this.activeTrainer?.setOptimizerState(ckpt.optimizer ?? null);
   }
 
+  /** Writes config, parameters and (once training ran or was loaded) the AdamW state. */
   async saveCheckpoint(dir: string): Promise<void> {
-    await saveCheckpoint(dir, { config: this.config, params: this.params });
+    const optimizer = this.activeTrainer?.getOptimizerState() ?? this.optimizer;
+    await saveCheckpoint(dir, {
+      config: this.config,
+      params: this.params,
+      ...(optimizer ? { optimizer } : {}),
+    });
   }
 
   async info(): Promise<PolicyInfo> {

@@ -76,7 +76,8 @@ async function handle(runtime: PolicyRuntime, msg: PolicyRequest): Promise<unkno
 }
 
 const ready = start();
-ready.catch(() => process.exit(1));
+// The host got the error in the ready message; closing the port lets this thread end.
+ready.catch(() => port.close());
 port.on('message', async (msg: PolicyRequest | 'close') => {
   if (msg === 'close') {
     const runtime = await ready;
