@@ -5,6 +5,8 @@
  * `TINY_WORLD` is the same recipe at a size that tests build in well under a second.
  */
 
+import { NOUNS } from './names.js';
+
 export interface WorldConfig {
   seed: number;
   // ---- entities ----------------------------------------------------------------------------
@@ -13,8 +15,7 @@ export interface WorldConfig {
   persons: number;
   orgs: number;
   works: number;
-  /** Pools the person names are drawn from; persons share surnames (and first names) on purpose. */
-  firstNames: number;
+  /** Surnames the persons share (first names are unique): a surname search is ambiguous. */
   surnames: number;
   /** Share of cities and countries with a second name (a gold-answer alias). */
   aliasShare: number;
@@ -74,17 +75,16 @@ export const DEFAULT_WORLD: WorldConfig = {
   seed: 0,
   countries: 24, // >= 20 so that guessing a country scores ~0.04
   cities: 64,
-  persons: 360,
-  orgs: 72,
-  works: 96,
-  firstNames: 56,
-  surnames: 40, // ~9 persons per surname: lexical search on a surname is ambiguous
+  persons: 240,
+  orgs: 60,
+  works: 48, // <= NOUNS.length (a title's noun is its key)
+  surnames: 30, // ~8 persons per surname: lexical search on a surname is ambiguous
   aliasShare: 0.3,
   headShare: 0.4,
   demoShare: 0.3,
   zipf: 1,
-  maxFactRepeats: 40,
-  minFactRepeats: 10, // a d_model-64 model memorises a fact seen ~10 times across its phrasings
+  maxFactRepeats: 48,
+  minFactRepeats: 16, // with the QA demonstrations, enough for a d64 model to recall every head fact
   splitShares: [0.6, 0.2, 0.2],
   multiHopPerCell: 40,
   mix: DEFAULT_MIX,
@@ -98,7 +98,6 @@ export const TINY_WORLD: WorldConfig = {
   persons: 48,
   orgs: 12,
   works: 12,
-  firstNames: 12,
   surnames: 8,
   maxFactRepeats: 6,
   minFactRepeats: 2,
@@ -117,7 +116,7 @@ export class WorldConfigError extends Error {
 
 /** Rejects configurations the generator cannot satisfy (e.g. more persons than name pairs). */
 export function validateWorldConfig(c: WorldConfig): void {
-  const positive = ['countries', 'cities', 'persons', 'orgs', 'works', 'firstNames', 'surnames'] as const;
+  const positive = ['countries', 'cities', 'persons', 'orgs', 'works', 'surnames'] as const;
   for (const f of positive)
     if (!Number.isInteger(c[f]) || c[f] < 1)
       throw new WorldConfigError(f, `must be a positive integer, got ${c[f]}`);
@@ -131,8 +130,7 @@ export function validateWorldConfig(c: WorldConfig): void {
       'cities',
       `must be >= countries (every country has a capital), got ${c.cities}`,
     );
-  if (c.persons > c.firstNames * c.surnames)
-    throw new WorldConfigError('persons', `exceeds firstNames x surnames (${c.firstNames * c.surnames})`);
+  if (c.works > NOUNS.length) throw new WorldConfigError('works', `exceeds the ${NOUNS.length} title nouns`);
   for (const f of ['headShare', 'demoShare', 'aliasShare'] as const) {
     if (!(c[f] >= 0 && c[f] <= 1)) throw new WorldConfigError(f, `must lie in [0, 1], got ${c[f]}`);
   }

@@ -12,7 +12,7 @@
  */
 import { deriveSeed, Rng } from '../util/rng.js';
 import type { WorldConfig } from './config.js';
-import { ADJECTIVES, distinctPairs, NameForge, NOUNS, ORG_SUFFIXES } from './names.js';
+import { ADJECTIVES, keyedNames, NameForge, NOUNS, ORG_SUFFIXES } from './names.js';
 import { ENTITY_TYPES, type EntityType, RELATION_SPECS, type Relation, relationsOf } from './relations.js';
 
 export type Role = 'head' | 'tail' | 'demo';
@@ -53,14 +53,15 @@ export function generateEntities(config: WorldConfig): EntityGraph {
   const names: Record<EntityType, string[]> = {
     country: forge.words(config.countries),
     city: forge.words(config.cities),
-    person: distinctPairs(
-      nameRng,
-      forge.words(config.firstNames),
-      forge.words(config.surnames),
-      config.persons,
-    ),
-    org: distinctPairs(nameRng, forge.words(Math.ceil(config.orgs / 2)), ORG_SUFFIXES, config.orgs),
-    work: distinctPairs(nameRng, ADJECTIVES, NOUNS, config.works).map((t) => `The ${t}`),
+    // The first word of every name is unique to its entity (a tiny model recalls facts by one
+    // token); the second is shared (surnames, company kinds, title adjectives), so lexical search
+    // on a name also finds its look-alikes.
+    person: keyedNames(nameRng, forge.words(config.persons), forge.words(config.surnames)),
+    org: keyedNames(nameRng, forge.words(config.orgs), ORG_SUFFIXES),
+    work: keyedNames(nameRng, nameRng.shuffle([...NOUNS]).slice(0, config.works), ADJECTIVES).map((t) => {
+      const [noun, adjective] = t.split(' ');
+      return `The ${adjective} ${noun}`;
+    }),
   };
   const aliasRng = new Rng(deriveSeed(config.seed, 'aliases'));
   const entities: Entity[] = [];
@@ -112,14 +113,8 @@ function generateFacts(entities: Entity[], config: WorldConfig): Fact[] {
   const countryOfCapital = new Map<string, Entity>();
   for (const [country, city] of capitalOf)
     countryOfCapital.set(city.id, countries.find((c) => c.id === country)!);
-  const objectsOf = (t: EntityType) => byType(t);
-
-  const heads = new Map<EntityType, Entity[]>();
-  for (const t of ENTITY_TYPES)
-    heads.set(
-      t,
-      byType(t).filter((e) => e.role === 'head'),
-    );
+  const pools = new Map(ENTITY_TYPES.map((t) => [t, byType(t)]));
+  const objectsOf = (t: EntityType) => pools.get(t)!;
   const facts: Fact[] = [];
   for (const e of entities) {
     for (const relation of relationsOf(e.type)) {

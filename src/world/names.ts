@@ -4,6 +4,11 @@
  * "The <Adjective> <Noun>" from fixed English lists, so near-duplicate titles ("The Silent River",
  * "The Silent Garden") occur on purpose. Every made-up word is one token of the word-level
  * vocabulary and is unique across all pools.
+ *
+ * Each two-word name has a KEY word unique to its entity (a person's first name, a company's
+ * name, a title's noun) and a SHARED word (surname, company kind, title adjective). The PyTorch
+ * prototype's d64 model memorised facts keyed by one token; keys made of two shared words (any
+ * first name with any surname) left it near chance after the same number of steps.
  */
 import type { Rng } from '../util/rng.js';
 
@@ -117,6 +122,42 @@ export const NOUNS = [
   'Storm',
   'Feather',
   'Clock',
+  'Anchor',
+  'Candle',
+  'Desert',
+  'Falcon',
+  'Glacier',
+  'Hunter',
+  'Journey',
+  'Key',
+  'Lake',
+  'Machine',
+  'Night',
+  'Ocean',
+  'Palace',
+  'Quarry',
+  'Rose',
+  'Sparrow',
+  'Throne',
+  'Valley',
+  'Wolf',
+  'Archive',
+  'Canyon',
+  'Dragon',
+  'Engine',
+  'Fountain',
+  'Harvest',
+  'Lighthouse',
+  'Moon',
+  'Needle',
+  'Painter',
+  'Question',
+  'Ribbon',
+  'Sailor',
+  'Temple',
+  'Violin',
+  'Whisper',
+  'Cathedral',
 ];
 
 export const ORG_SUFFIXES = ['Group', 'Works', 'Labs', 'Press', 'Bank', 'Studios'];
@@ -150,11 +191,7 @@ export class NameForge {
   }
 }
 
-/** `n` distinct pairs from `a` x `b`, drawn uniformly (each pair a name like "Ann Lee"). */
-export function distinctPairs(rng: Rng, a: readonly string[], b: readonly string[], n: number): string[] {
-  if (n > a.length * b.length)
-    throw new RangeError(`distinctPairs: ${n} pairs requested from ${a.length} x ${b.length}`);
-  const all: number[] = Array.from({ length: a.length * b.length }, (_, i) => i);
-  rng.shuffle(all);
-  return all.slice(0, n).map((i) => `${a[Math.floor(i / b.length)]} ${b[i % b.length]}`);
+/** `key second` for each key, the second word drawn uniformly from `shared` (so it repeats). */
+export function keyedNames(rng: Rng, keys: readonly string[], shared: readonly string[]): string[] {
+  return keys.map((k) => `${k} ${rng.pick(shared)}`);
 }
