@@ -1,0 +1,199 @@
+import t from 'tap';
+import { auditRun } from '../src/audit/audit.js';
+import { boundaryHistory, questionIdsOf } from '../src/audit/history.js';
+import { foldRunLog } from '../src/audit/run-log.js';
+import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
+import { auditRunEvents, withSeqs } from './helpers/audit-run.js';
+
+const run = await auditRunEvents({ runId: 'r1', steps: 3 });
+const clean = withSeqs(run.events);
+
+/** A deep copy of the log with one event changed by `edit` (the first event `pick` selects). */
+function tamper<K extends AkbeEvent['type']>(
+  type: K,
+  pick: (e: EventOf<K>) => boolean,
+  edit: (e: EventOf<K>) => void,
+): { events: AkbeEvent[]; seq: number } {
+  const events = clean.map((e) => structuredClone(e));
+  const target = events.find((e) => e.type === type && pick(e as EventOf<K>)) as EventOf<K>;
+  edit(target);
+  return { events, seq: target.meta.seq! };
+}
+
+t.test("the machines' own log replays clean, every part recomputed", async (t) => {
+  const r = auditRun(clean);
+  t.same(r.mismatches, []);
+  t.same(r.notes, []);
+  t.equal(r.checked.rollouts, 3 * 3 * 5, 'steps x B x (G_wt + G_nt)');
+  t.equal(r.checked.labels, 9);
+  t.equal(r.checked.steps, 3);
+  t.ok(r.checked.rows >= 27, 'every with-tool row (plus AKBE rows) of every step');
+  const rewards = clean
+    .filter((e) => e.type === 'rollout.completed')
+    .map((e) => (e as EventOf<'rollout.completed'>).data);
+  t.ok(rewards.some((d) => d.reward === 1) && rewards.some((d) => d.reward === 0), 'rewards vary');
+  t.ok(
+    rewards.some((d) => !d.formatOk),
+    'some format failures',
+  );
+  const cats = new Set(
+    clean
+      .filter((e) => e.type === 'boundary.labeled')
+      .map((e) => (e as EventOf<'boundary.labeled'>).data.category),
+  );
+  t.ok(cats.size >= 2, `several categories (${[...cats]})`);
+});
+
+t.test('a changed reward is reported once, at its own rollout.completed sequence', async (t) => {
+  const { events, seq } = tamper(
+    'rollout.completed',
+    () => true,
+    (e) => {
+      e.data.reward = 1 - e.data.reward;
+    },
+  );
+  const r = auditRun(events);
+  t.same(
+    r.mismatches.map((m) => [m.seq, m.field]),
+    [[seq, 'reward']],
+    'downstream labels and metrics use the recomputed reward, so nothing else differs',
+  );
+});
+
+t.test('a changed answer text changes the recomputed reward (EM against the gold answers)', async (t) => {
+  const { events, seq } = tamper(
+    'rollout.completed',
+    (e) => e.data.reward === 1 && e.data.segments !== undefined,
+    (e) => {
+      const last = e.data.segments!.at(-1)!;
+      last.text = last.text.replace(/<answer>.*<\/answer>/, '<answer> berlin </answer>');
+    },
+  );
+  const r = auditRun(events);
+  t.same(
+    r.mismatches.map((m) => [m.seq, m.field]),
+    [
+      [seq, 'answer'],
+      [seq, 'reward'],
+    ].concat(r.mismatches.filter((m) => m.seq !== seq).map((m) => [m.seq, m.field])),
+  );
+  t.ok(r.mismatches.every((m) => m.seq >= seq));
+});
+
+t.test(
+  'a changed label, target, tie-break seed or previous category is named at its boundary.labeled',
+  async (t) => {
+    const cases: Array<
+      [string, (e: EventOf<'boundary.labeled'>) => boolean, (e: EventOf<'boundary.labeled'>) => void]
+    > = [
+      ['targetRolloutId', (e) => e.data.targetRolloutId !== null, (e) => (e.data.targetRolloutId = 'nobody')],
+      ['tieBreakSeed', () => true, (e) => (e.data.tieBreakSeed = (e.data.tieBreakSeed + 1) >>> 0)],
+      ['previousCategory', (e) => e.data.previousCategory !== null, (e) => (e.data.previousCategory = null)],
+      [
+        'selectionRule',
+        (e) => e.data.category === 'tool-dependent' || e.data.category === 'efficiency',
+        (e) => (e.data.selectionRule = 'shortest-ever'),
+      ],
+    ];
+    for (const [field, pick, edit] of cases) {
+      const { events, seq } = tamper('boundary.labeled', pick, edit);
+      t.same(
+        auditRun(events).mismatches.map((m) => [m.seq, m.field]),
+        [[seq, field]],
+        field,
+      );
+    }
+  },
+);
+
+t.test('a changed advantage, row role or step metric is named at its learner.step', async (t) => {
+  const adv = tamper(
+    'learner.step',
+    () => true,
+    (e) => {
+      e.data.batch!.rows[0].advantage += 0.25;
+    },
+  );
+  t.same(
+    auditRun(adv.events).mismatches.map((m) => [m.seq, m.field]),
+    [[adv.seq, 'batch.rows[0].advantage']],
+  );
+  const akbe = tamper(
+    'learner.step',
+    (e) => e.data.batch!.rows.some((r) => r.akbe),
+    (e) => {
+      const row = e.data.batch!.rows.find((r) => r.akbe)!;
+      row.akbe = false;
+    },
+  );
+  t.match(auditRun(akbe.events).mismatches, [{ seq: akbe.seq, field: /batch\.rows\[\d+\]\.akbe/ }]);
+  const counts = tamper(
+    'learner.step',
+    () => true,
+    (e) => {
+      e.data.metrics.categoryCounts['both-wrong'] += 1;
+    },
+  );
+  t.same(
+    auditRun(counts.events).mismatches.map((m) => m.field),
+    ['metrics.categoryCounts'],
+  );
+});
+
+t.test(
+  'masks: an observation token marked as generated is caught against the turn and tool events',
+  async (t) => {
+    const { events, seq } = tamper(
+      'rollout.completed',
+      (e) => e.data.toolCalls > 0,
+      (e) => {
+        const i = e.data.lossMask.indexOf(0);
+        e.data.lossMask[i] = 1;
+      },
+    );
+    t.same(
+      auditRun(events).mismatches.map((m) => [m.seq, m.field]),
+      [[seq, 'lossMask (from turns and observations)']],
+    );
+  },
+);
+
+t.test('a different run seed or option in run.started shows up where it matters', async (t) => {
+  const { events } = tamper(
+    'run.started',
+    () => true,
+    (e) => {
+      e.data.seeds.run = 999;
+    },
+  );
+  const fields = new Set(auditRun(events).mismatches.map((m) => m.field));
+  t.ok(fields.has('tieBreakSeed'), 'tie-break seeds derive from the run seed');
+  t.ok(fields.has('batch.miniBatchSeed'));
+});
+
+t.test('boundary history: one row per step the question was in, shifts marked', async (t) => {
+  const log = foldRunLog(clean);
+  const ids = questionIdsOf(log);
+  t.ok(ids.length >= 3);
+  let rows = 0;
+  for (const id of ids) {
+    const h = boundaryHistory(log, id);
+    rows += h.length;
+    for (let i = 1; i < h.length; i++) {
+      t.equal(
+        h[i].previousCategory,
+        h[i - 1].category,
+        `${id} step ${h[i].step}: previous is the last label`,
+      );
+      t.equal(h[i].shifted, h[i].category !== h[i - 1].category);
+    }
+    for (const row of h) {
+      t.equal(row.withTool.total, 3);
+      t.equal(row.noTool.total, 2);
+      t.equal(row.wt, row.withTool.correct > 0, 'WT = any with-tool rollout correct');
+      t.equal(row.nt, row.noTool.correct > 0, 'NT = any no-tool rollout correct');
+      t.ok(row.seq > 0);
+    }
+  }
+  t.equal(rows, 9, 'B questions per step x 3 steps');
+});

@@ -1,0 +1,371 @@
+/**
+ * A small, internally consistent run log for audit and replay tests: the REAL machines (run,
+ * question, rollout, learner) run with scripted policy/search/trainer actors, and their facts are
+ * turned into catalog events the way /work/notes/audit-needs.md asks the event sink to (a
+ * reference sink, so these tests need neither the orchestrator nor NATS services).
+ *
+ * The scripted policy draws from the turn seed, so rewards, tool calls and categories vary across
+ * questions and steps.
+ */
+import { createActor, fromPromise, toPromise } from 'xstate';
+import type { AkbeEvent, EventDataMap, EventType, MetaInput } from '../../src/events/catalog.js';
+import { createEvent } from '../../src/events/catalog.js';
+import { ManualClock } from '../../src/events/clock.js';
+import { type AkbeFact, finishReasonOf } from '../../src/machines/facts.js';
+import { learnerMachine, type TrainRequest, type TrainResult } from '../../src/machines/learner.js';
+import { type QuestionSpec, questionMachine } from '../../src/machines/question.js';
+import { rolloutMachine } from '../../src/machines/rollout.js';
+import { type RunInput, runMachine } from '../../src/machines/run.js';
+import { DEFAULT_TRAIN_CONFIG, type TrainConfig } from '../../src/rl/config.js';
+import { lossTermsFor } from '../../src/rl/losses.js';
+import { Rng } from '../../src/util/rng.js';
+import { fakeSearch, type ScriptedCalls, scriptedGenerate, ToyTokenizer } from './scripted-policy.js';
+
+export interface AuditRunOptions {
+  runId?: string;
+  steps?: number;
+  pool?: number;
+  config?: Partial<TrainConfig>;
+}
+
+export interface AuditRun {
+  events: AkbeEvent[];
+  config: TrainConfig;
+  questions: QuestionSpec[];
+  input: RunInput;
+}
+
+const ANSWERS = ['paris', 'rome', 'madrid'];
+
+/** The scripted policy: per turn, from its seed, search (with-tool only) or answer. */
+function turnText(req: { seed: number; path: string; turn: number }): string {
+  const rng = new Rng(req.seed);
+  if (req.path === 'with-tool' && req.turn < 2 && rng.float() < 0.5)
+    return `<search> capital ${req.turn} </search>`;
+  if (rng.float() < 0.1) return 'no tags here';
+  return `<think> hmm </think> <answer> ${rng.pick(ANSWERS)} </answer>`;
+}
+
+export function scriptedMachines(tok: ToyTokenizer, trainRequests: TrainRequest[]) {
+  const calls: ScriptedCalls = { generate: [], search: [] };
+  const generate = scriptedGenerate(tok, calls, turnText);
+  return runMachine.provide({
+    actors: {
+      question: questionMachine.provide({
+        actors: { rollout: rolloutMachine.provide({ actors: { generate, search: fakeSearch(tok, calls) } }) },
+      }),
+      learner: learnerMachine.provide({
+        actors: {
+          train: fromPromise<TrainResult, TrainRequest>(async ({ input }) => {
+            trainRequests.push(input);
+            return {
+              version: input.policyVersion + 1,
+              metrics: { loss: 0.5, lossGrpo: 0.4, lossAkbe: 2, gradNorm: 1.5, clipFrac: 0.1 },
+              checkpoint: `policy-v${input.policyVersion + 1}`,
+            };
+          }),
+        },
+      }),
+    },
+  });
+}
+
+export function auditRunInput(tok: ToyTokenizer, opts: AuditRunOptions = {}) {
+  const config: TrainConfig = {
+    ...DEFAULT_TRAIN_CONFIG,
+    steps: opts.steps ?? 3,
+    batchQuestions: 3,
+    miniBatchQuestions: 2,
+    gWithTool: 3,
+    gNoTool: 2,
+    maxToolCalls: 2,
+    maxResponseTokens: 48,
+    seed: 11,
+    ...opts.config,
+  };
+  const questions: QuestionSpec[] = Array.from({ length: opts.pool ?? 4 }, (_, i) => ({
+    id: `q${i}`,
+    gold: [ANSWERS[i % 3] === 'madrid' ? 'Madrid' : `The ${ANSWERS[i % 3]}`],
+    withToolPrompt: tok.encode(`WT question ${i} ?`),
+    noToolPrompt: tok.encode(`NT question ${i} ?`),
+  }));
+  const input: RunInput = {
+    runSeed: config.seed,
+    steps: config.steps,
+    questions,
+    batchQuestions: config.batchQuestions,
+    gWithTool: config.gWithTool,
+    gNoTool: config.gNoTool,
+    limits: { maxToolCalls: config.maxToolCalls, maxResponseTokens: config.maxResponseTokens },
+    learner: {
+      miniBatchQuestions: config.miniBatchQuestions,
+      algo: config.algo,
+      advantage: config.advantage,
+      targetSelection: config.targetSelection,
+      targetContext: config.targetContext,
+      losses: lossTermsFor(config),
+    },
+  };
+  return { config, questions, input };
+}
+
+/** Runs the machines and returns the run's events, in the order the sink would append them. */
+export async function auditRunEvents(opts: AuditRunOptions = {}): Promise<AuditRun> {
+  const runId = opts.runId ?? 'audit-run';
+  const tok = new ToyTokenizer();
+  const { config, questions, input } = auditRunInput(tok, opts);
+  const trainRequests: TrainRequest[] = [];
+  const facts: AkbeFact[] = [];
+  const actor = createActor(scriptedMachines(tok, trainRequests), { input });
+  actor.on('*', (f) => facts.push(f as AkbeFact));
+  actor.start();
+  await toPromise(actor);
+  return { events: factsToEvents(runId, config, questions, facts, trainRequests), config, questions, input };
+}
+
+/** The reference sink: facts -> catalog events (see /work/notes/audit-needs.md). */
+export function factsToEvents(
+  runId: string,
+  config: TrainConfig,
+  questions: QuestionSpec[],
+  facts: readonly AkbeFact[],
+  trainRequests: readonly TrainRequest[],
+): AkbeEvent[] {
+  const clock = new ManualClock();
+  const events: AkbeEvent[] = [];
+  const add = <K extends EventType>(type: K, data: EventDataMap[K], meta: Omit<MetaInput<K>, 'runId'>) =>
+    events.push(createEvent(type, data, { ...meta, runId } as MetaInput<K>, clock) as AkbeEvent);
+  const spec = new Map(questions.map((q) => [q.id, q]));
+  let current = { step: 0, version: 0 };
+  add(
+    'run.started',
+    {
+      algo: config.algo === 'akbe' ? 'grpo+akbe' : 'grpo',
+      config: { ...config },
+      seeds: { run: config.seed },
+      worldRef: 'world:test',
+      policyRef: 'policy:test',
+      akbeVersion: '0.1.0',
+      questionPoolSize: questions.length,
+    },
+    { step: 0, policyVersion: 0, seed: config.seed },
+  );
+  for (const f of facts) {
+    switch (f.type) {
+      case 'step.started':
+        current = { step: f.step, version: f.policyVersion };
+        add(
+          'step.started',
+          { step: f.step, policyVersion: f.policyVersion, questionIds: f.questionIds },
+          {
+            step: f.step,
+            policyVersion: f.policyVersion,
+            seed: f.seed,
+          },
+        );
+        for (const id of f.questionIds) {
+          add(
+            'question.assigned',
+            {
+              text: `question ${id}`,
+              goldAnswers: spec.get(id)!.gold,
+              split: 'train',
+              groupSize: { withTool: config.gWithTool, noTool: config.gNoTool },
+            },
+            { step: f.step, policyVersion: f.policyVersion, questionId: id },
+          );
+        }
+        break;
+      case 'rollout.started':
+        add(
+          'rollout.started',
+          { path: f.path, index: f.index, seed: f.seed },
+          {
+            step: current.step,
+            policyVersion: f.policyVersion,
+            questionId: f.questionId,
+            rolloutId: f.rolloutId,
+            seed: f.seed,
+          },
+        );
+        break;
+      case 'rollout.turn':
+        add(
+          'rollout.turn',
+          { turn: f.turn, tokenIds: Int32Array.from(f.tokenIds), action: f.action },
+          {
+            step: current.step,
+            policyVersion: f.policyVersion,
+            questionId: f.questionId,
+            rolloutId: f.rolloutId,
+            seed: f.seed,
+          },
+        );
+        break;
+      case 'tool.called':
+        add(
+          'tool.called',
+          {
+            turn: f.turn,
+            query: f.query,
+            passageIds: f.passageIds,
+            scores: f.scores,
+            observationTokenIds: Int32Array.from(f.observationTokenIds),
+            latencyMs: f.latencyMs,
+            error: f.error,
+          },
+          {
+            step: current.step,
+            policyVersion: f.policyVersion,
+            questionId: f.questionId,
+            rolloutId: f.rolloutId,
+          },
+        );
+        break;
+      case 'rollout.completed': {
+        const r = f.result;
+        add(
+          'rollout.completed',
+          {
+            path: r.path,
+            index: r.index,
+            promptTokenIds: Int32Array.from(r.promptTokens),
+            responseTokenIds: Int32Array.from(r.responseTokens),
+            oldLogprobs: Float32Array.from(r.responseLogprobs),
+            lossMask: Uint8Array.from(r.responseMask),
+            answer: r.answer,
+            formatOk: r.formatOk,
+            reward: r.reward,
+            toolCalls: r.toolCalls,
+            seed: r.seed,
+            finishReason: finishReasonOf(r.stopReason),
+            segments: r.segments.map((s) => ({ kind: s.kind, text: s.text })),
+          },
+          {
+            step: current.step,
+            policyVersion: r.policyVersion,
+            questionId: r.questionId,
+            rolloutId: r.rolloutId,
+          },
+        );
+        break;
+      }
+      case 'group.completed': {
+        const g = f.group;
+        const path = (rs: typeof g.withTool) => ({
+          rolloutIds: rs.map((r) => r.rolloutId),
+          rewards: rs.map((r) => r.reward),
+        });
+        add(
+          'group.completed',
+          { withTool: path(g.withTool), noTool: path(g.noTool) },
+          {
+            step: g.step,
+            policyVersion: g.policyVersion,
+            questionId: g.questionId,
+          },
+        );
+        break;
+      }
+      case 'boundary.labeled':
+        add(
+          'boundary.labeled',
+          {
+            wt: f.label.wt,
+            nt: f.label.nt,
+            category: f.label.category,
+            targetRolloutId: f.label.target?.rolloutId ?? null,
+            selectionRule: f.selectionRule,
+            tieBreakSeed: f.label.tieBreakSeed,
+            previousCategory: f.previousCategory,
+          },
+          {
+            step: f.step,
+            policyVersion: f.policyVersion,
+            questionId: f.label.questionId,
+            seed: f.label.tieBreakSeed,
+          },
+        );
+        break;
+      case 'learner.step': {
+        const sm = f.stepMetrics;
+        const b = trainRequests.find((r) => r.step === f.step)!.batch;
+        const correct = sm.trainReward * sm.questions * config.gWithTool;
+        add(
+          'learner.step',
+          {
+            policyVersionBefore: f.policyVersion,
+            policyVersionAfter: f.policyVersion + 1,
+            metrics: {
+              loss: f.trainMetrics.loss,
+              lossGrpo: f.trainMetrics.lossGrpo,
+              lossAkbe: f.trainMetrics.lossAkbe,
+              gradNorm: f.trainMetrics.gradNorm,
+              clipFrac: f.trainMetrics.clipFrac,
+              kl: 0,
+              entropy: 0,
+              em: sm.withToolEm,
+              tc: sm.meanToolCalls,
+              tp: sm.toolCallsPerBatch > 0 ? correct / sm.toolCallsPerBatch : null,
+              categoryCounts: sm.categories,
+              boundaryShifts: sm.boundaryShifts,
+              meanResponseLength: sm.meanResponseLength,
+              toolCallsPerBatch: sm.toolCallsPerBatch,
+              tokensPerSecond: 100,
+              rolloutSeconds: 1,
+              trainSeconds: 1,
+              updates: f.batch.miniBatches,
+            },
+            extra: {},
+            batch: {
+              T: b.T,
+              lossTokens: b.lossTokens,
+              miniBatchSeed: f.miniBatchSeed,
+              rows: b.rowInfo.map((row, i) => ({
+                rolloutId: row.rolloutId,
+                context: row.context,
+                advantage: b.advantages[i],
+                grpo: b.pgWeight[i] === 1,
+                akbe: b.akbeWeight[i] === 1,
+                miniBatch: b.miniBatches.findIndex((mb) => mb.includes(i)),
+              })),
+            },
+          },
+          { step: f.step, policyVersion: f.policyVersion },
+        );
+        break;
+      }
+      case 'policy.published':
+        add(
+          'policy.published',
+          {
+            version: f.version,
+            bucket: 'akbe-checkpoints',
+            checkpoint: f.checkpoint ?? `v${f.version}`,
+            sha256: 'ab'.repeat(32),
+            bytes: 1000,
+          },
+          { step: f.step, policyVersion: f.version },
+        );
+        break;
+      case 'run.finished':
+        add(
+          'run.finished',
+          { status: 'completed', stepsCompleted: f.steps, elapsedSeconds: 1 },
+          {
+            step: f.steps,
+            policyVersion: f.policyVersion,
+          },
+        );
+        break;
+      case 'group.discarded':
+        break;
+    }
+  }
+  return events;
+}
+
+/** Assigns stream sequences 1..n, as a replay from the store would. */
+export function withSeqs(events: readonly AkbeEvent[]): AkbeEvent[] {
+  return events.map((e, i) => ({ ...e, meta: { ...e.meta, seq: i + 1 } }) as AkbeEvent);
+}
