@@ -50,6 +50,7 @@ t.test('fans out G_wt with-tool and G_nt no-tool rollouts at once, each with its
   for (const c of calls.generate)
     t.equal(tok.decode(c.tokens.slice(0, 1)), c.path === 'with-tool' ? 'WT-PROMPT' : 'NT-PROMPT');
   const group = await toPromise(actor);
+  t.same(Object.keys(actor.getSnapshot().children), [], 'finished rollout actors are released');
   t.equal(group.withTool.length, 5);
   t.equal(group.noTool.length, 3);
   t.same(

@@ -76,6 +76,7 @@ t.test(
     const { actor, order, calls } = setup(slowTrain);
     actor.start();
     t.same(await toPromise(actor), { steps: 3, policyVersion: 3 });
+    t.same(Object.keys(actor.getSnapshot().children), ['learner'], 'finished question actors are released');
     for (const c of calls.generate)
       t.equal(c.policyVersion, Number(c.rolloutId.slice(1, c.rolloutId.indexOf('.'))), c.rolloutId);
     for (let k = 1; k < 3; k++) {

@@ -11,7 +11,7 @@
  * A rollout that fails (a service error, not a format failure) fails the question with
  * QuestionRolloutError: retrying is the caller's decision.
  */
-import { assign, enqueueActions, setup } from 'xstate';
+import { enqueueActions, setup } from 'xstate';
 import type { QuestionGroup, RolloutPath, RolloutResult } from '../rl/types.js';
 import { deriveSeed } from '../util/rng.js';
 import { type AkbeFact, type FactEvent, type QuestionFact, reportFact } from './facts.js';
@@ -144,13 +144,15 @@ export const questionMachine = setup({
       on: {
         fact: { actions: 'relay' },
         'xstate.done.actor.*': {
-          actions: assign(({ context, event }) => {
+          actions: enqueueActions(({ enqueue, context, event }) => {
             const { actorId, output } = event as ChildDone;
-            if (!context.pending.includes(actorId)) return {};
-            return {
+            if (!context.pending.includes(actorId)) return;
+            enqueue.assign({
               pending: context.pending.filter((id) => id !== actorId),
               results: [...context.results, output],
-            };
+            });
+            // A finished child stays in snapshot.children until stopped: release it and its tokens.
+            enqueue.stopChild(actorId);
           }),
         },
         'xstate.error.actor.*': {

@@ -58,7 +58,7 @@ export function sampleStepQuestions(
   return idx.slice(0, batch);
 }
 
-interface RunContext extends RunInput {
+export interface RunContext extends RunInput {
   step: number;
   policyVersion: number;
   pending: string[];
@@ -151,6 +151,8 @@ export const runMachine = setup({
             if (!context.pending.includes(actorId)) return;
             enqueue.assign({ pending: context.pending.filter((id) => id !== actorId) });
             enqueue.sendTo('learner', { type: 'group.completed', group: output });
+            // A finished child stays in snapshot.children until stopped: a long run would keep them all.
+            enqueue.stopChild(actorId);
           }),
         },
       },
