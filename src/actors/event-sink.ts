@@ -1,0 +1,338 @@
+/**
+ * Machine facts -> catalog events -> the JetStream event log.
+ *
+ * `factToEvent` is the one mapping from what the machines report (src/machines/facts.ts) to the
+ * catalog (src/events/catalog.ts): envelope, dedupe id (the event's identity, so that a retried or
+ * redelivered append is stored once) and the seed of the draw the event records. `EventSink`
+ * buffers events and appends them in windows (`store.appendMany`), in report order; `flush()`
+ * resolves once everything reported so far is stored. A sink created with `known` dedupe ids (a
+ * resumed run's log) skips events already in the log, so a resume never writes a fact twice even
+ * after JetStream's duplicate window has passed.
+ *
+ * Facts without a catalog type (`group.discarded`) are returned as null and only counted.
+ */
+import {
+  type AkbeEvent,
+  createEvent,
+  type LearnerMetrics,
+  type PolicyPublishedData,
+} from '../events/catalog.js';
+import type { EventClock } from '../events/clock.js';
+import type { EventStore } from '../events/store.js';
+import { type AkbeFact, finishReasonOf } from '../machines/facts.js';
+import type { RolloutResult } from '../rl/types.js';
+
+/** What the orchestrator knows about a step that the learner's facts do not carry. */
+export interface StepTiming {
+  rolloutSeconds: number;
+  trainSeconds: number;
+  tokensPerSecond: number;
+}
+
+export interface FactContext {
+  runId: string;
+  /** Step of rollout-scoped facts (their facts carry no step; the rollout command does). */
+  step?: number;
+  /** Timing of a learner step, keyed by step. */
+  timing?: (step: number) => StepTiming | undefined;
+  /** Where the checkpoint of a published version lives. */
+  published?: (version: number) => Omit<PolicyPublishedData, 'version'> | undefined;
+  clock?: EventClock;
+}
+
+export class FactMappingError extends Error {
+  constructor(
+    readonly factType: string,
+    message: string,
+    opts?: ErrorOptions,
+  ) {
+    super(`fact ${factType}: ${message}`, opts);
+    this.name = 'FactMappingError';
+  }
+}
+
+/** The step of a rollout id (`s<step>.<question>.<wt|nt><i>`, src/machines/question.ts). */
+export function stepOfRolloutId(rolloutId: string): number | undefined {
+  const m = /^s(\d+)\./.exec(rolloutId);
+  return m ? Number(m[1]) : undefined;
+}
+
+function rolloutStep(ctx: FactContext, rolloutId: string, type: string): number {
+  const step = ctx.step ?? stepOfRolloutId(rolloutId);
+  if (step === undefined) throw new FactMappingError(type, `no step for rollout ${rolloutId}`);
+  return step;
+}
+
+/** The catalog event of a rollout's result (shared with the rollout worker's completion). */
+export function rolloutCompletedEvent(runId: string, step: number, r: RolloutResult, clock?: EventClock) {
+  return createEvent(
+    'rollout.completed',
+    {
+      path: r.path,
+      index: r.index,
+      promptTokenIds: Int32Array.from(r.promptTokens),
+      responseTokenIds: Int32Array.from(r.responseTokens),
+      oldLogprobs: Float32Array.from(r.responseLogprobs),
+      lossMask: Uint8Array.from(r.responseMask),
+      answer: r.answer,
+      formatOk: r.formatOk,
+      reward: r.reward,
+      toolCalls: r.toolCalls,
+      seed: r.seed,
+      finishReason: finishReasonOf(r.stopReason),
+    },
+    {
+      runId,
+      step,
+      policyVersion: r.policyVersion,
+      questionId: r.questionId,
+      rolloutId: r.rolloutId,
+      seed: r.seed,
+    },
+    clock,
+  );
+}
+
+/** Maps one fact to its catalog event (validated); null for facts the catalog does not record. */
+export function factToEvent(fact: AkbeFact, ctx: FactContext): AkbeEvent | null {
+  const { runId, clock } = ctx;
+  switch (fact.type) {
+    case 'rollout.started':
+      return createEvent(
+        'rollout.started',
+        { path: fact.path, index: fact.index, seed: fact.seed },
+        {
+          runId,
+          step: rolloutStep(ctx, fact.rolloutId, fact.type),
+          policyVersion: fact.policyVersion,
+          questionId: fact.questionId,
+          rolloutId: fact.rolloutId,
+          seed: fact.seed,
+        },
+        clock,
+      );
+    case 'rollout.turn':
+      return createEvent(
+        'rollout.turn',
+        { turn: fact.turn, tokenIds: Int32Array.from(fact.tokenIds), action: fact.action },
+        {
+          runId,
+          step: rolloutStep(ctx, fact.rolloutId, fact.type),
+          policyVersion: fact.policyVersion,
+          questionId: fact.questionId,
+          rolloutId: fact.rolloutId,
+          seed: fact.seed,
+        },
+        clock,
+      );
+    case 'tool.called':
+      return createEvent(
+        'tool.called',
+        {
+          turn: fact.turn,
+          query: fact.query,
+          passageIds: fact.passageIds,
+          scores: fact.scores,
+          observationTokenIds: Int32Array.from(fact.observationTokenIds),
+          latencyMs: Math.max(0, fact.latencyMs),
+          error: fact.error,
+        },
+        {
+          runId,
+          step: rolloutStep(ctx, fact.rolloutId, fact.type),
+          policyVersion: fact.policyVersion,
+          questionId: fact.questionId,
+          rolloutId: fact.rolloutId,
+        },
+        clock,
+      );
+    case 'rollout.completed': {
+      const r = fact.result;
+      return rolloutCompletedEvent(runId, rolloutStep(ctx, r.rolloutId, fact.type), r, clock);
+    }
+    case 'question.assigned':
+      return createEvent(
+        'question.assigned',
+        { text: fact.text, goldAnswers: fact.gold, split: fact.split, groupSize: fact.groupSize },
+        { runId, step: fact.step, policyVersion: fact.policyVersion, questionId: fact.questionId },
+        clock,
+      );
+    case 'group.completed': {
+      const g = fact.group;
+      return createEvent(
+        'group.completed',
+        {
+          withTool: {
+            rolloutIds: g.withTool.map((r) => r.rolloutId),
+            rewards: g.withTool.map((r) => r.reward),
+          },
+          noTool: { rolloutIds: g.noTool.map((r) => r.rolloutId), rewards: g.noTool.map((r) => r.reward) },
+        },
+        { runId, step: g.step, policyVersion: g.policyVersion, questionId: g.questionId },
+        clock,
+      );
+    }
+    case 'boundary.labeled': {
+      const l = fact.label;
+      return createEvent(
+        'boundary.labeled',
+        {
+          wt: l.wt,
+          nt: l.nt,
+          category: l.category,
+          targetRolloutId: l.target?.rolloutId ?? null,
+          selectionRule: fact.selectionRule,
+          tieBreakSeed: l.tieBreakSeed,
+          previousCategory: fact.previousCategory,
+        },
+        {
+          runId,
+          step: fact.step,
+          policyVersion: fact.policyVersion,
+          questionId: l.questionId,
+          seed: l.tieBreakSeed,
+        },
+        clock,
+      );
+    }
+    case 'learner.step': {
+      const s = fact.stepMetrics;
+      const t = fact.trainMetrics;
+      const timing = ctx.timing?.(fact.step);
+      const toolCalls = s.toolCallsPerBatch;
+      const metrics: LearnerMetrics = {
+        loss: t.loss ?? 0,
+        lossGrpo: t.pgLoss ?? 0,
+        lossAkbe: t.akbeLoss ?? 0,
+        gradNorm: Math.max(0, t.gradNorm ?? 0),
+        clipFrac: Math.min(1, Math.max(0, t.clipFrac ?? 0)),
+        kl: t.approxKl ?? 0,
+        entropy: t.entropy ?? 0,
+        em: s.withToolEm,
+        tc: s.meanToolCalls,
+        // TP = sum correct / sum tool calls over the with-tool rollouts = EM / mean tool calls.
+        tp: s.meanToolCalls > 0 ? s.withToolEm / s.meanToolCalls : null,
+        categoryCounts: { ...s.categories },
+        boundaryShifts: s.boundaryShifts,
+        meanResponseLength: s.meanResponseLength,
+        toolCallsPerBatch: toolCalls,
+        tokensPerSecond: timing?.tokensPerSecond ?? t.tokensPerSecond ?? 0,
+        rolloutSeconds: timing?.rolloutSeconds ?? 0,
+        trainSeconds: timing?.trainSeconds ?? t.trainSeconds ?? 0,
+        updates: t.updates ?? fact.batch.miniBatches,
+      };
+      const extra: Record<string, number> = {
+        noToolEm: s.noToolEm,
+        trainReward: s.trainReward,
+        formatFailures: s.formatFailures,
+        meanGeneratedLength: s.meanGeneratedLength,
+        batchRows: fact.batch.rows,
+        batchT: fact.batch.T,
+        lossTokens: fact.batch.lossTokens,
+        miniBatches: fact.batch.miniBatches,
+      };
+      for (const [k, v] of Object.entries(t)) if (Number.isFinite(v)) extra[`train/${k}`] = v;
+      return createEvent(
+        'learner.step',
+        {
+          policyVersionBefore: fact.policyVersion,
+          policyVersionAfter: fact.policyVersion + 1,
+          metrics,
+          extra,
+        },
+        { runId, step: fact.step, policyVersion: fact.policyVersion, seed: fact.miniBatchSeed },
+        clock,
+      );
+    }
+    case 'policy.published': {
+      const where = ctx.published?.(fact.version);
+      if (!where) throw new FactMappingError(fact.type, `no checkpoint recorded for version ${fact.version}`);
+      return createEvent(
+        'policy.published',
+        { version: fact.version, ...where },
+        { runId, step: fact.step, policyVersion: fact.version },
+        clock,
+      );
+    }
+    case 'step.started':
+      return createEvent(
+        'step.started',
+        { step: fact.step, policyVersion: fact.policyVersion, questionIds: fact.questionIds },
+        { runId, step: fact.step, policyVersion: fact.policyVersion, seed: fact.seed },
+        clock,
+      );
+    case 'run.finished':
+      // The orchestrator writes run.finished itself (it knows the status and the elapsed time).
+      return null;
+    case 'group.discarded':
+      return null;
+  }
+}
+
+export interface EventSinkOptions {
+  /** Publishes in flight per window (default 256). */
+  window?: number;
+  /** Events already in the log (a resumed run): never appended again. */
+  known?: Set<string>;
+  /** Called for every event stored (after its append was acked). */
+  onStored?: (event: AkbeEvent) => void;
+}
+
+/**
+ * Buffers events and appends them in order, one window at a time. `push` never throws for I/O:
+ * a failed append is kept and re-thrown by the next `flush()` (the caller decides to stop).
+ */
+export class EventSink {
+  private buffer: AkbeEvent[] = [];
+  private chain: Promise<void> = Promise.resolve();
+  private failure: Error | null = null;
+  private scheduled = false;
+  readonly stats = { appended: 0, skipped: 0, duplicates: 0 };
+
+  constructor(
+    private readonly store: EventStore,
+    private readonly opts: EventSinkOptions = {},
+  ) {}
+
+  push(event: AkbeEvent | null): void {
+    if (!event) return;
+    if (this.opts.known?.has(event.meta.dedupeId)) {
+      this.stats.skipped++;
+      return;
+    }
+    this.opts.known?.add(event.meta.dedupeId);
+    this.buffer.push(event);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      // Appends start on the next turn so that a burst of facts (a step's labels) shares a window.
+      setImmediate(() => {
+        this.scheduled = false;
+        this.drain();
+      });
+    }
+  }
+
+  private drain(): void {
+    if (this.buffer.length === 0) return;
+    const batch = this.buffer;
+    this.buffer = [];
+    this.chain = this.chain.then(async () => {
+      if (this.failure) return;
+      try {
+        const results = await this.store.appendMany(batch, { window: this.opts.window ?? 256 });
+        this.stats.appended += batch.length;
+        this.stats.duplicates += results.filter((r) => r.duplicate).length;
+        for (const e of batch) this.opts.onStored?.(e);
+      } catch (err) {
+        this.failure = err as Error;
+      }
+    });
+  }
+
+  /** Resolves once every event pushed so far is stored; throws the first append failure. */
+  async flush(): Promise<void> {
+    this.drain();
+    await this.chain;
+    if (this.failure) throw this.failure;
+  }
+}
