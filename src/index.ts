@@ -2,6 +2,7 @@
 export { deriveSeed, Rng } from './util/rng.js';
 export { grpoAdvantages, getAdvantage, registerAdvantage } from './rl/advantages.js';
 export { labelBoundary } from './rl/boundary.js';
+export { checkFormat } from './rl/format.js';
 export { type TrainConfig, validateTrainConfig } from './rl/config.js';
 export { exactMatch, extractAnswer, normalizeAnswer, scoreTrajectory } from './rl/reward.js';
 export type * from './rl/types.js';

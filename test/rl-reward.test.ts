@@ -87,6 +87,14 @@ t.test('checkFormat accepts the agreed grammar on both paths', async (t) => {
   t.same(checkFormat('<think> a </think> <answer> X </answer>\n', NT, LIM), { ok: true, reason: 'ok' });
 });
 
+t.test('checkFormat defaults to the paper limit of 6 searches', async (t) => {
+  t.ok(checkFormat(`${search('a').repeat(6)} <answer> X </answer>`, WT).ok);
+  t.same(checkFormat(`${search('a').repeat(7)} <answer> X </answer>`, WT), {
+    ok: false,
+    reason: 'too-many-searches',
+  });
+});
+
 t.test('checkFormat names each violation', async (t) => {
   const cases: Array<[string, 'with-tool' | 'no-tool', string]> = [
     ['<think> a </think>', WT, 'no-answer'],

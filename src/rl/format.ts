@@ -37,6 +37,9 @@ export interface FormatCheck {
 type Block = 'think' | 'search' | 'information' | 'answer';
 const TAG = /<(\/?)(think|search|information|answer)>/g;
 
+/** The paper's tool-call limit, the default of the format check. */
+export const DEFAULT_MAX_TOOL_CALLS = 6;
+
 export interface FormatOptions {
   /** Searches the with-tool grammar accepts (the paper: 6). */
   maxToolCalls: number;
@@ -51,7 +54,7 @@ export interface FormatOptions {
 export function checkFormat(
   response: string | readonly TextSegment[],
   path: RolloutPath,
-  opts: FormatOptions,
+  opts: FormatOptions = { maxToolCalls: DEFAULT_MAX_TOOL_CALLS },
 ): FormatCheck {
   if (typeof response !== 'string') {
     for (const seg of response) {

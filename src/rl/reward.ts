@@ -12,7 +12,7 @@
  * - `white_space_fix`: " ".join(s.split()), where str.split() splits on runs of Python's
  *   whitespace, which differs from JS \s: it includes \x1c-\x1f and \x85 and excludes \ufeff.
  */
-import { checkFormat } from './format.js';
+import { checkFormat, DEFAULT_MAX_TOOL_CALLS } from './format.js';
 import { pySplit, pyStrip } from './pytext.js';
 import type { RolloutPath, TextSegment } from './types.js';
 
@@ -66,7 +66,7 @@ export function scoreTrajectory(
   response: string | readonly TextSegment[],
   path: RolloutPath,
   gold: string | readonly string[],
-  opts: { maxToolCalls: number },
+  opts: { maxToolCalls: number } = { maxToolCalls: DEFAULT_MAX_TOOL_CALLS },
 ): TrajectoryScore {
   const format = checkFormat(response, path, { maxToolCalls: opts.maxToolCalls });
   const text = typeof response === 'string' ? response : response.map((s) => s.text).join('');
