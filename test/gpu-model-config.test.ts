@@ -86,7 +86,7 @@ t.test('gpt2ParamShapes lists GPT2LMHeadModel names in the contract order, Conv1
 t.test(
   'initParams is seeded and follows GPT-2 (std 0.02, residual projections scaled, LN 1/0)',
   async (t) => {
-    const cfg = { ...DEFAULT_GPT_CONFIG, n_layer: 8 };
+    const cfg = { ...DEFAULT_GPT_CONFIG, n_layer: 8, n_embd: 64, vocab_size: 64, n_positions: 32 };
     const a = initParams(cfg, 7);
     t.same(
       a.get('h.3.mlp.c_fc.weight'),
