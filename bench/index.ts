@@ -5,6 +5,7 @@
  *   npm run build && node dist/bench/index.js            # N = 20k and 100k, dim 768
  *   node dist/bench/index.js --quick                     # N = 5k and 20k, fewer queries
  *   flags: --sizes 20000,100000 --dim 768 --queries 200 --efs 32,64,128 --seed 1 --skip-e5
+ *          --skip-hnsw --e5-passages 128
  *
  * Data: unit vectors around 200 random centres (noise sd 1 per coordinate around centres of sd
  * 1), so neighbourhoods are clustered as real embeddings are; queries are fresh draws from the
@@ -37,7 +38,7 @@ function parseArgs(argv: string[]): Args {
   };
   const list = (s: string | undefined, fallback: number[]) => (s ? s.split(',').map(Number) : fallback);
   return {
-    sizes: list(get('sizes'), quick ? [5000, 20000] : [20000, 100000]),
+    sizes: argv.includes('--skip-hnsw') ? [] : list(get('sizes'), quick ? [5000, 20000] : [20000, 100000]),
     dim: Number(get('dim') ?? 768),
     queries: Number(get('queries') ?? (quick ? 50 : 200)),
     efs: list(get('efs'), [32, 64, 128]),
