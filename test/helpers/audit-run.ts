@@ -46,7 +46,7 @@ function turnText(req: { seed: number; path: string; turn: number }): string {
   return `<think> hmm </think> <answer> ${rng.pick(ANSWERS)} </answer>`;
 }
 
-export function scriptedMachines(tok: ToyTokenizer, trainRequests: TrainRequest[]) {
+export function scriptedMachines(tok: ToyTokenizer, trainRequests: TrainRequest[]): typeof runMachine {
   const calls: ScriptedCalls = { generate: [], search: [] };
   const generate = scriptedGenerate(tok, calls, turnText);
   return runMachine.provide({
@@ -85,6 +85,8 @@ export function auditRunInput(tok: ToyTokenizer, opts: AuditRunOptions = {}) {
   };
   const questions: QuestionSpec[] = Array.from({ length: opts.pool ?? 4 }, (_, i) => ({
     id: `q${i}`,
+    text: `question ${i}`,
+    split: 'train',
     gold: [ANSWERS[i % 3] === 'madrid' ? 'Madrid' : `The ${ANSWERS[i % 3]}`],
     withToolPrompt: tok.encode(`WT question ${i} ?`),
     noToolPrompt: tok.encode(`NT question ${i} ?`),
@@ -163,18 +165,13 @@ export function factsToEvents(
             seed: f.seed,
           },
         );
-        for (const id of f.questionIds) {
-          add(
-            'question.assigned',
-            {
-              text: `question ${id}`,
-              goldAnswers: spec.get(id)!.gold,
-              split: 'train',
-              groupSize: { withTool: config.gWithTool, noTool: config.gNoTool },
-            },
-            { step: f.step, policyVersion: f.policyVersion, questionId: id },
-          );
-        }
+        break;
+      case 'question.assigned':
+        add(
+          'question.assigned',
+          { text: f.text, goldAnswers: f.gold, split: f.split, groupSize: f.groupSize },
+          { step: f.step, policyVersion: f.policyVersion, questionId: f.questionId },
+        );
         break;
       case 'rollout.started':
         add(
