@@ -167,3 +167,15 @@ t.test('scoreTrajectory: EM when the format holds, 0 otherwise', async (t) => {
   );
   t.same([bad.reward, bad.em, bad.formatOk, bad.formatReason], [0, 0, false, 'search-in-no-tool']);
 });
+
+t.test('every character of Python string.punctuation is removed, and nothing else in ASCII', async (t) => {
+  const punctuation = '!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~';
+  t.equal(punctuation.length, 32);
+  let kept = '';
+  for (let c = 0x21; c < 0x7f; c++) kept += String.fromCharCode(c);
+  const expected = [...kept]
+    .filter((ch) => !punctuation.includes(ch))
+    .join('')
+    .toLowerCase();
+  t.equal(normalizeAnswer(kept), expected);
+});

@@ -16,15 +16,13 @@ import { checkFormat, DEFAULT_MAX_TOOL_CALLS } from './format.js';
 import { pySplit, pyStrip } from './pytext.js';
 import type { RolloutPath, TextSegment } from './types.js';
 
-/** Python's string.punctuation. */
-const PUNCTUATION = new Set('!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~');
+/** Python's string.punctuation: the 32 ASCII characters !"#$%&'()*+,-./:;<=>?@[\]^_`{|}~ */
+const PUNCTUATION = /[\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]/g;
 /** Python's \b(a|an|the)\b on str: word characters are Unicode letters, numbers and underscore. */
 const ARTICLES = /(?<![\p{L}\p{N}_])(?:a|an|the)(?![\p{L}\p{N}_])/gu;
 /** SQuAD / Search-R1 answer normalisation (see the module comment for the exact semantics). */
 export function normalizeAnswer(text: string): string {
-  const lower = text.toLowerCase();
-  let noPunc = '';
-  for (const ch of lower) if (!PUNCTUATION.has(ch)) noPunc += ch;
+  const noPunc = text.toLowerCase().replace(PUNCTUATION, '');
   const noArticles = noPunc.replace(ARTICLES, ' ');
   return pySplit(noArticles).join(' ');
 }
