@@ -184,6 +184,28 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
       `resume: run ${runId} at step ${initialStep}, policy v${initialVersion}; ${purged} stale rollout commands purged`,
     );
   }
+  // ---- the world and the policy's context ---------------------------------------------------
+  const { readQuestions, readWorldTokenizer } = await import('../world/files.js');
+  const { promptIds } = await import('../world/prompts.js');
+  const { readFile } = await import('node:fs/promises');
+  const tok = await readWorldTokenizer(spec.worldDir);
+  const questions = (await readQuestions(spec.worldDir, 'train')).map((q) =>
+    questionSpecOf(q, (path, text) => promptIds(tok, path, text)),
+  );
+  const modelDir = o.resume ? await checkpoints.local(initialVersion) : spec.basePolicy;
+  const context = (
+    JSON.parse(await readFile(join(modelDir, 'config.json'), 'utf8')) as { n_positions: number }
+  ).n_positions;
+  const longestPrompt = Math.max(
+    ...questions.flatMap((q) => [q.withToolPrompt.length, q.noToolPrompt.length]),
+  );
+  // Prompt + response must fit the policy's context (and the training graph's T = context).
+  const maxResponseTokens = Math.min(cfg.maxResponseTokens, context - longestPrompt);
+  if (maxResponseTokens < cfg.maxResponseTokens)
+    log(
+      `maxResponseTokens ${cfg.maxResponseTokens} -> ${maxResponseTokens}: the policy's context is ${context} tokens`,
+    );
+
   const sink = new EventSink(store, { known: state.known });
   if (!o.resume) {
     published.set(0, await checkpoints.importBase(spec.basePolicy));
@@ -192,7 +214,21 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
         'run.started',
         {
           algo: cfg.algo === 'akbe' ? 'grpo+akbe' : 'grpo',
-          config: JSON.parse(JSON.stringify(spec)),
+          // Flat: every TrainConfig key at the top level (what an auditor reads), the effective
+          // response limit, the batch padding and where the world and base policy are.
+          config: JSON.parse(
+            JSON.stringify({
+              ...cfg,
+              configuredMaxResponseTokens: cfg.maxResponseTokens,
+              maxResponseTokens,
+              padId: tok.pad,
+              padTo: context,
+              questionPoolSize: questions.length,
+              worldDir: spec.worldDir,
+              basePolicy: spec.basePolicy,
+              topK: spec.topK,
+            }),
+          ),
           seeds: { run: cfg.seed },
           worldRef: spec.worldDir,
           policyRef: spec.basePolicy,
@@ -212,14 +248,6 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
   await checkpoints.setStatus('running');
   await sink.flush();
 
-  // ---- the world -----------------------------------------------------------------------------
-  const { readQuestions, readWorldTokenizer } = await import('../world/files.js');
-  const { promptIds } = await import('../world/prompts.js');
-  const tok = await readWorldTokenizer(spec.worldDir);
-  const questions = (await readQuestions(spec.worldDir, 'train')).map((q) =>
-    questionSpecOf(q, (path, text) => promptIds(tok, path, text)),
-  );
-
   // ---- roles in this process ------------------------------------------------------------------
   const roles = o.roles ?? ['search', 'policy', 'trainer', 'rollout'];
   let services: StartedRoles | null = null;
@@ -233,20 +261,6 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
       inspect: o.inspect,
       log,
     });
-    const { readFile } = await import('node:fs/promises');
-    const modelCfg = JSON.parse(
-      await readFile(join(await checkpoints.local(initialVersion), 'config.json'), 'utf8'),
-    ) as { n_positions: number };
-    const context = modelCfg.n_positions;
-    const longestPrompt = Math.max(
-      ...questions.flatMap((q) => [q.withToolPrompt.length, q.noToolPrompt.length]),
-    );
-    const maxResponseTokens = Math.min(cfg.maxResponseTokens, context - longestPrompt);
-    if (maxResponseTokens < cfg.maxResponseTokens)
-      log(
-        `maxResponseTokens ${cfg.maxResponseTokens} -> ${maxResponseTokens}: the policy's context is ${context} tokens`,
-      );
-
     await watcher.start((err) => log(`completion watcher: ${err.message}`));
     await o.beforeRun?.({ nc, runId, version: initialVersion });
 

@@ -21,7 +21,7 @@ import type { DeviceChoice } from '../gpu/session.js';
 import { splitTitle } from '../index/corpus.js';
 import type { SearchBackend, SearchHit } from '../index/searcher.js';
 import type { SearchService } from '../index/service.js';
-import type { TrainConfig } from '../rl/config.js';
+import { DEFAULT_TRAIN_CONFIG, type TrainConfig, validateTrainConfig } from '../rl/config.js';
 import type { CheckpointStore } from './checkpoints.js';
 import { PolicyHandle, PolicyService } from './policy-service.js';
 import { RolloutWorker } from './rollout-worker.js';
@@ -175,4 +175,34 @@ export async function startRoles(
     throw err;
   }
   return started;
+}
+
+/** The run's spec from its run.started config (what `akbe worker` and `akbe train --resume` use). */
+export function runSpecOf(config: Record<string, unknown>): RunSpec {
+  const train: Record<string, unknown> = {};
+  for (const key of Object.keys(DEFAULT_TRAIN_CONFIG)) if (key in config) train[key] = config[key];
+  if (typeof config.configuredMaxResponseTokens === 'number')
+    train.maxResponseTokens = config.configuredMaxResponseTokens;
+  return {
+    train: validateTrainConfig(train),
+    worldDir: String(config.worldDir),
+    basePolicy: String(config.basePolicy),
+    topK: Number(config.topK ?? 3),
+  };
+}
+
+/** Reads a run's spec from its first event (waits up to `waitMs` for it to appear). */
+export async function readRunSpec(store: EventStore, runId: string, waitMs = 0): Promise<RunSpec> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    for await (const { event } of store.replay(runId)) {
+      if (event.type === 'run.started') return runSpecOf(event.data.config as Record<string, unknown>);
+      break;
+    }
+    if (Date.now() >= deadline)
+      throw new Error(
+        `run ${runId}: no run.started event in the log; start it with akbe train --run-id ${runId}`,
+      );
+    await new Promise((r) => setTimeout(r, 500));
+  }
 }

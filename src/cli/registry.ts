@@ -9,6 +9,10 @@ import { eventsCommands } from './commands/events.js';
 import { indexCommands } from './commands/index.js';
 import { natsCommands } from './commands/nats.js';
 import { policyCommands } from './commands/policy.js';
+import { replayCommands } from './commands/replay.js';
+import { runsCommands } from './commands/runs.js';
+import { trainCommands } from './commands/train.js';
+import { workerCommands } from './commands/worker.js';
 import { worldCommands } from './commands/world.js';
 
 export const COMMANDS: CommandSpec[] = [
@@ -18,4 +22,8 @@ export const COMMANDS: CommandSpec[] = [
   ...indexCommands,
   ...worldCommands,
   ...policyCommands,
+  ...trainCommands,
+  ...workerCommands,
+  ...replayCommands,
+  ...runsCommands,
 ];

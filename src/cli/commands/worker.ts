@@ -1,0 +1,79 @@
+/**
+ * `akbe worker --run-id ID --role rollout|policy|search|trainer|all [--concurrency N]`: joins a
+ * run's queue groups and work queue on the NATS server of NATS_URL (or --nats), so a cluster is
+ * N such processes on M machines pointed at one NATS. The run's settings come from its log
+ * (run.started), its checkpoints from the object store. Runs until SIGINT/SIGTERM or the run ends.
+ */
+import { type CommandSpec, requireString, UsageError } from '../command.js';
+import { SHARED_FLAGS } from './train.js';
+
+const ROLE_CHOICES = ['rollout', 'policy', 'search', 'trainer', 'all'] as const;
+
+const worker: CommandSpec = {
+  path: ['worker'],
+  summary: 'Serve one run as a cluster worker: rollout | policy | search | trainer | all',
+  flags: {
+    'run-id': { type: 'string', value: 'ID', description: 'the run to serve (started by akbe train)' },
+    role: {
+      type: 'string',
+      value: 'R',
+      description: `${ROLE_CHOICES.join(' | ')} (comma-separated for several)`,
+      default: 'all',
+    },
+    wait: { type: 'string', value: 'S', description: 'seconds to wait for the run to start', default: '60' },
+    ...SHARED_FLAGS,
+  },
+  async run(ctx) {
+    const runId = requireString(ctx, 'run-id');
+    const given = String(ctx.flags.role).split(',');
+    for (const r of given)
+      if (!(ROLE_CHOICES as readonly string[]).includes(r))
+        throw new UsageError(`--role must be ${ROLE_CHOICES.join('|')} (comma-separated), got '${r}'`);
+    const { ROLES, readRunSpec, startRoles } = await import('../../actors/roles.js');
+    const roles = given.includes('all') ? [...ROLES] : (given as (typeof ROLES)[number][]);
+    const { connectAkbeNats, akbeHome } = await import('../../actors/connection.js');
+    const { jetstream } = await import('@nats-io/jetstream');
+    const { EventStore } = await import('../../events/store.js');
+    const { CheckpointStore } = await import('../../actors/checkpoints.js');
+    const { ensureRolloutQueue } = await import('../../actors/dispatch.js');
+    const { join } = await import('node:path');
+    const home = (ctx.flags.home as string | undefined) ?? akbeHome();
+    await using nats = await connectAkbeNats({
+      url: ctx.flags.nats as string | undefined,
+      home,
+      embedded: false,
+    });
+    const store = await EventStore.open(nats.nc);
+    const spec = await readRunSpec(store, runId, Number(ctx.flags.wait) * 1000);
+    const checkpoints = await CheckpointStore.open(
+      nats.nc,
+      runId,
+      join(home, 'worker-cache', runId, `${process.pid}`),
+    );
+    if (roles.includes('rollout')) await ensureRolloutQueue(store.jsm, runId);
+    const started = await startRoles(nats.nc, jetstream(nats.nc), store, checkpoints, runId, spec, roles, {
+      concurrency: Number(ctx.flags.concurrency),
+      threads: Number(ctx.flags.threads),
+      device: ctx.flags.device as 'cpu',
+      log: (line) => ctx.err.write(`worker: ${line}\n`),
+    });
+    ctx.err.write(`worker ${process.pid}: serving run ${runId} as ${roles.join(', ')} on ${nats.url}\n`);
+    await new Promise<void>((resolve) => {
+      const done = () => resolve();
+      process.once('SIGINT', done);
+      process.once('SIGTERM', done);
+      // The run's end: its status in KV becomes completed.
+      const timer = setInterval(async () => {
+        if ((await checkpoints.status().catch(() => null)) === 'completed') {
+          clearInterval(timer);
+          resolve();
+        }
+      }, 2_000);
+    });
+    await started.stop();
+    ctx.err.write(`worker ${process.pid}: stopped (${started.rollout?.stats.completed ?? 0} rollouts)\n`);
+    return 0;
+  },
+};
+
+export const workerCommands: CommandSpec[] = [worker];
