@@ -5,7 +5,7 @@
  */
 import { MissingGradientError, registerGradRules } from '../autodiff.js';
 import { A, normAxis, type Tensor } from '../graph.js';
-import { add, div, erf, exp, mul, sqrt, sub, tanh } from './elementwise.js';
+import { add, div, erf, exp, mul, sigmoid, sqrt, sub, tanh } from './elementwise.js';
 import { reduceMean, reduceSum, sumTo } from './reduce.js';
 
 export function softmax(x: Tensor, axis = -1): Tensor {
@@ -67,15 +67,15 @@ export function gelu(x: Tensor, form: 'tanh' | 'erf' = 'tanh'): Tensor {
 }
 
 registerGradRules({
-  // y = x s with s = 0.5 (1 + tanh u), u = c (x + a x^3):
-  // dy/dx = s + 0.5 x (1 - tanh^2 u) c (1 + 3 a x^2)
+  // y = x p with p = 0.5 (1 + tanh u) = sigmoid(2u), u = c (x + a x^3):
+  // dy/dx = p + x p (1 - p) 2u' = p (1 + x (1 - p) (2c + 6ca x^2))   (13 elementwise ops)
   Gelu: ([g], { inputs: [x], attrs }) => {
     if (attrs.approximate.v !== 'tanh') throw new MissingGradientError('Gelu(approximate=none)');
+    const c = SQRT_2_OVER_PI;
     const x2 = mul(x!, x!);
-    const t = tanh(mul(x!, add(mul(x2, SQRT_2_OVER_PI * GELU_A), SQRT_2_OVER_PI)));
-    const s = add(mul(t, 0.5), 0.5);
-    const du = add(mul(x2, 3 * GELU_A * SQRT_2_OVER_PI * 0.5), SQRT_2_OVER_PI * 0.5); // 0.5 c (1 + 3 a x^2)
-    return [mul(g!, add(s, mul(mul(x!, sub(1, mul(t, t))), du)))];
+    const p = sigmoid(mul(x!, add(mul(x2, 2 * c * GELU_A), 2 * c))); // sigmoid(2u)
+    const slope = add(mul(x2, 6 * c * GELU_A), 2 * c); // 2u'
+    return [mul(g!, mul(p, add(mul(mul(x!, sub(1, p)), slope), 1)))];
   },
   // y = softmax(x): dx = y * (g - sum(g * y))
   Softmax: ([g], { outputs: [y], attrs }) => {
