@@ -1,0 +1,164 @@
+/**
+ * `akbe replay --run ID`: audit a run from its event log alone (exit 1 on any mismatch);
+ * `--question Q`: that question's boundary history across steps;
+ * `--inspect`: re-play the run's machines to the Stately inspector (docs/inspector.md).
+ */
+import { type CommandContext, type CommandSpec, intFlag, requireString, UsageError } from '../command.js';
+
+const connection = {
+  nats: {
+    type: 'string',
+    value: 'URL',
+    description: 'NATS server (default: NATS_URL, then akbe nats up, then an embedded server)',
+  },
+  home: { type: 'string', value: 'DIR', description: 'project data dir (default: AKBE_HOME or ./.akbe)' },
+} as const;
+
+async function runFlag(ctx: CommandContext): Promise<string> {
+  const runId = requireString(ctx, 'run');
+  const { RUN_ID_PATTERN } = await import('../../events/catalog.js');
+  if (!RUN_ID_PATTERN.test(runId))
+    throw new UsageError(`--run must be 1-64 characters from [A-Za-z0-9_-], got '${runId}'`);
+  return runId;
+}
+
+/** Opens the event store for one command; the caller closes `nats`. */
+export async function openEventStore(ctx: CommandContext) {
+  const { connectAkbeNats } = await import('../../actors/connection.js');
+  const { EventStore } = await import('../../events/store.js');
+  const nats = await connectAkbeNats({
+    url: ctx.flags.nats as string | undefined,
+    home: ctx.flags.home as string | undefined,
+  });
+  try {
+    const store = await EventStore.open(nats.nc, {
+      onDeadLetter: (r) =>
+        ctx.err.write(
+          `akbe: dead-lettered seq ${r.origin?.seq ?? '?'} on ${r.originalSubject}: ${r.reason}: ${r.detail}\n`,
+        ),
+    });
+    return { nats, store };
+  } catch (err) {
+    await nats.close();
+    throw err;
+  }
+}
+
+/** How long the relay stays up after the re-play: --inspect-hold, else until Ctrl-C (0 when CI). */
+function holdSeconds(ctx: CommandContext): number | 'interrupt' {
+  const s = intFlag(ctx, 'inspect-hold', { min: 0 });
+  if (s !== undefined) return s;
+  return process.env.CI ? 0 : 'interrupt';
+}
+
+function hold(seconds: number | 'interrupt'): Promise<void> {
+  if (seconds === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      process.off('SIGINT', done);
+      resolve();
+    };
+    const timer = seconds === 'interrupt' ? undefined : setTimeout(done, seconds * 1000);
+    process.once('SIGINT', done);
+  });
+}
+
+const replay: CommandSpec = {
+  path: ['replay'],
+  summary:
+    "audit a run from its event log (rewards, labels, targets, advantages, metrics recomputed; exit 1 on any mismatch), show a question's boundary history, or re-play the run to the Stately inspector",
+  flags: {
+    run: { type: 'string', value: 'ID', description: 'run id (required; see akbe runs)' },
+    question: {
+      type: 'string',
+      value: 'Q',
+      description: "print this question's boundary history across steps",
+    },
+    inspect: {
+      type: 'boolean',
+      description: "re-play the run's machines to the Stately inspector (docs/inspector.md)",
+    },
+    'inspect-port': {
+      type: 'string',
+      value: 'P',
+      description: 'inspector relay port (0 = any free port)',
+      default: '8080',
+    },
+    'inspect-hold': {
+      type: 'string',
+      value: 'S',
+      description: 'seconds the relay stays up after the re-play (default: until Ctrl-C; 0 when CI is set)',
+    },
+    json: { type: 'boolean', description: 'print the audit report as one JSON object' },
+    ...connection,
+  },
+  async run(ctx) {
+    const runId = await runFlag(ctx);
+    const question = ctx.flags.question as string | undefined;
+    if (question === '') throw new UsageError('--question needs a question id');
+    const inspect = ctx.flags.inspect === true;
+    const port = intFlag(ctx, 'inspect-port', { min: 0, max: 65535 })!;
+    const holdFor = holdSeconds(ctx);
+    if (!inspect && (ctx.flags['inspect-hold'] !== undefined || ctx.flags['inspect-port'] !== '8080'))
+      throw new UsageError('--inspect-port and --inspect-hold need --inspect');
+
+    const { foldRunLog } = await import('../../audit/run-log.js');
+    const { nats, store } = await openEventStore(ctx);
+    const events = [];
+    try {
+      for await (const { event } of store.replay(runId)) events.push(event);
+    } finally {
+      await nats.close();
+    }
+    if (events.length === 0)
+      throw new Error(`run ${runId} has no events in the event store (list runs with: akbe runs)`);
+    const log = foldRunLog(events);
+
+    if (question !== undefined) {
+      const { boundaryHistory, questionIdsOf } = await import('../../audit/history.js');
+      const { formatHistory } = await import('../../audit/report-format.js');
+      const rows = boundaryHistory(log, question);
+      if (rows.length === 0) {
+        const ids = questionIdsOf(log);
+        throw new Error(
+          `--question ${question} is not in run ${runId}; its questions: ${ids.slice(0, 20).join(', ')}${ids.length > 20 ? ', …' : ''}`,
+        );
+      }
+      ctx.out.write(formatHistory(question, rows));
+      if (!inspect) return 0;
+    }
+
+    let failed = false;
+    if (question === undefined) {
+      const { auditRunLog } = await import('../../audit/audit.js');
+      const { formatAuditReport } = await import('../../audit/report-format.js');
+      const report = auditRunLog(log);
+      ctx.out.write(ctx.flags.json ? `${JSON.stringify(report)}\n` : formatAuditReport(report));
+      failed = report.mismatches.length > 0;
+    }
+
+    if (inspect) {
+      const { startInspector } = await import('../../actors/inspect.js');
+      const { replayRun } = await import('../../actors/inspect-replay.js');
+      await using insp = await startInspector({ port, open: !process.env.CI });
+      ctx.err.write(
+        `inspector: open ${insp.url} (the Stately inspector, fed by the relay at ${insp.wsUrl}; docs/inspector.md)\n`,
+      );
+      const r = await replayRun(log, { inspect: insp.inspect });
+      for (const d of r.divergences) ctx.out.write(`DIVERGENCE seq ${d.seq}: ${d.what}\n`);
+      ctx.err.write(
+        `inspector: re-played ${r.steps} steps (${r.facts} facts, ${insp.sent} inspection events)${r.divergences.length ? `, ${r.divergences.length} divergences` : ', identical to the log'}\n`,
+      );
+      failed ||= r.divergences.length > 0;
+      if (holdFor !== 0)
+        ctx.err.write(
+          `inspector: relay up at ${insp.url}${holdFor === 'interrupt' ? ' until Ctrl-C' : ` for ${holdFor} s`}\n`,
+        );
+      await hold(holdFor);
+    }
+    return failed ? 1 : 0;
+  },
+};
+
+export const replayCommands: CommandSpec[] = [replay];
