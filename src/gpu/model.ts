@@ -10,7 +10,7 @@
  * H n_head, hd = D / H, V vocab_size. Masks are bool, true = may attend.
  */
 import { type GPTConfig, gpt2ParamShapes } from './config.js';
-import { type Dim, Graph, ops, type Tensor } from './graph/index.js';
+import { type Dim, Graph, GraphBuildError, ops, type Tensor } from './graph/index.js';
 
 const { add, mul, matmul, reshape, transpose, softmax, where } = ops;
 
@@ -27,7 +27,7 @@ export function declareParams(g: Graph, cfg: GPTConfig, dtype: FloatDType = 'flo
 
 function param(p: ParamTensors, name: string): Tensor {
   const t = p.get(name);
-  if (!t) throw new Error(`model: missing parameter '${name}'`);
+  if (!t) throw new GraphBuildError('model', `missing parameter '${name}'`);
   return t;
 }
 

@@ -90,14 +90,14 @@ export interface OptimizerState {
   step: number;
 }
 
-/** A batch whose arrays do not match the trainer's (B, T). */
+/** A batch, parameter or moment array whose length does not match the trainer's (config, B, T). */
 export class TrainBatchShapeError extends Error {
   constructor(
     readonly field: string,
     readonly expected: number,
     readonly got: number,
   ) {
-    super(`train batch: ${field} has ${got} values, expected ${expected}`);
+    super(`trainer: ${field} has ${got} values, expected ${expected}`);
     this.name = 'TrainBatchShapeError';
   }
 }
