@@ -89,10 +89,12 @@ export async function ensureRolloutQueue(
   };
   try {
     await jsm.consumers.info(COMMAND_STREAM, durable);
-    await jsm.consumers.update(COMMAND_STREAM, durable, {
-      ack_wait: config.ack_wait,
-      max_deliver: config.max_deliver,
-    });
+    // Only the orchestrator sets the timing; a joining worker leaves it as it is.
+    if (opts.ackWaitMs !== undefined || opts.maxDeliver !== undefined)
+      await jsm.consumers.update(COMMAND_STREAM, durable, {
+        ack_wait: config.ack_wait,
+        max_deliver: config.max_deliver,
+      });
   } catch (err) {
     if (!(err instanceof JetStreamApiError) || err.code !== 10014) throw err;
     await jsm.consumers.add(COMMAND_STREAM, config);

@@ -1,17 +1,38 @@
 /**
- * `akbe demo` (what `npm start` runs): appends a short synthetic run's events to the event log,
- * replays them and prints one line per event, then the run summary. A placeholder for the real
- * training run, which will replace its body; it shows the backbone working end to end.
+ * `akbe demo` (what `npm start` runs): trains AKBE for a few steps on the default world and base
+ * policy and prints a before/after table of EM, TC and TP per split. No setup: it starts its own
+ * nats-server when none is configured, and builds the default world and base policy on first run
+ * (cached under <home>/demo: `akbe world build --seed 0`, then `akbe pretrain` with the defaults).
  */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { type CommandSpec, intFlag, UsageError } from '../command.js';
+
+/** The demo's run: configs/default.yaml at a size that fits 15 minutes on 2 cores. */
+export const DEMO_CONFIG = {
+  algo: 'akbe',
+  steps: 3,
+  batchQuestions: 8,
+  miniBatchQuestions: 4,
+  gWithTool: 8,
+  gNoTool: 4,
+  maxToolCalls: 6,
+  maxResponseTokens: 96,
+  lambda: 0.05,
+  clipEps: 0.2,
+  lr: 3e-4,
+  seed: 0,
+  topK: 3,
+  evalQuestions: 24,
+  evalSplits: ['dev', 'test'],
+};
 
 const demo: CommandSpec = {
   path: ['demo'],
-  summary: 'append a short synthetic run to the event log, replay it and print its events',
+  summary: 'train AKBE a few steps on the default world and base policy; print EM, TC, TP before and after',
   flags: {
     run: { type: 'string', value: 'ID', description: 'run id (default: demo-<time>)' },
-    steps: { type: 'string', value: 'N', description: 'training steps to simulate', default: '2' },
-    questions: { type: 'string', value: 'N', description: 'questions per step', default: '2' },
+    steps: { type: 'string', value: 'N', description: 'training steps', default: String(DEMO_CONFIG.steps) },
     nats: {
       type: 'string',
       value: 'URL',
@@ -20,50 +41,73 @@ const demo: CommandSpec = {
     home: { type: 'string', value: 'DIR', description: 'project data dir (default: AKBE_HOME or ./.akbe)' },
   },
   async run(ctx) {
+    const started = Date.now();
+    const secs = () => `${((Date.now() - started) / 1000).toFixed(0)}s`;
     const steps = intFlag(ctx, 'steps', { min: 1, max: 100 })!;
-    const questionsPerStep = intFlag(ctx, 'questions', { min: 1, max: 64 })!;
     const { RUN_ID_PATTERN } = await import('../../events/catalog.js');
     const runId =
       (ctx.flags.run as string | undefined) ??
       `demo-${new Date()
         .toISOString()
         .replace(/[^0-9]/g, '')
-        .slice(0, 14)}-${process.pid}`;
+        .slice(0, 14)}`;
     if (!RUN_ID_PATTERN.test(runId))
       throw new UsageError(`--run must be 1-64 characters from [A-Za-z0-9_-], got '${runId}'`);
-    const { connectAkbeNats } = await import('../../actors/connection.js');
-    const { EventStore } = await import('../../events/store.js');
-    const { syntheticRunEvents } = await import('../../events/synthetic.js');
-    const { MonotonicClock } = await import('../../events/clock.js');
-    const { formatTailLine } = await import('../../events/tail-format.js');
-    const { foldRun } = await import('../../events/projection.js');
-    const { runSummary } = await import('../../events/projections/run-summary.js');
+    const { akbeHome } = await import('../../actors/connection.js');
+    const home = (ctx.flags.home as string | undefined) ?? akbeHome();
+    const worldDir = join(home, 'demo', 'world');
+    const baseDir = join(home, 'demo', 'base');
+    const err = ctx.err as NodeJS.WritableStream & { isTTY?: boolean };
 
-    await using nats = await connectAkbeNats({
-      url: ctx.flags.nats as string | undefined,
-      home: ctx.flags.home as string | undefined,
-    });
-    ctx.err.write(`demo: NATS at ${nats.url} (${nats.source})\n`);
-    await using store = await EventStore.open(nats.nc);
-    const events = syntheticRunEvents({
+    // ---- the default world and base policy, built once --------------------------------------
+    if (!existsSync(join(worldDir, 'world.json'))) {
+      err.write(`demo: building the default world into ${worldDir} (first run only)\n`);
+      const { DEFAULT_WORLD } = await import('../../world/config.js');
+      const { generateWorld } = await import('../../world/generate.js');
+      const { writeWorld } = await import('../../world/files.js');
+      await writeWorld(generateWorld({ ...DEFAULT_WORLD, seed: 0 }), worldDir);
+      err.write(`demo: world built (${secs()})\n`);
+    }
+    if (!existsSync(join(baseDir, 'model.safetensors')) || !existsSync(join(baseDir, 'pretrain.json'))) {
+      err.write(`demo: pretraining the base policy into ${baseDir} (first run only; resumable)\n`);
+      const { DEFAULT_PRETRAIN } = await import('../../world/pretrain.js');
+      const { runPretrain } = await import('../../world/pretrain-run.js');
+      const t0 = Date.now();
+      await runPretrain({
+        worldDir,
+        outDir: baseDir,
+        config: DEFAULT_PRETRAIN,
+        resume: existsSync(join(baseDir, 'pretrain.json')),
+        checkpointEvery: 100,
+        logEvery: 100,
+        threads: 0,
+        err,
+      });
+      err.write(`demo: base policy pretrained in ${((Date.now() - t0) / 1000).toFixed(0)}s\n`);
+    }
+
+    // ---- train and compare ----------------------------------------------------------------------
+    const { parseJobConfig, runTrainJob } = await import('./train-job.js');
+    const job = await parseJobConfig(
+      JSON.stringify({ ...DEMO_CONFIG, steps, world: worldDir, policy: baseDir }),
+      'demo.json',
+    );
+    const r = await runTrainJob({
+      job,
       runId,
-      steps,
-      questionsPerStep,
-      withTool: 2,
-      noTool: 2,
-      clock: new MonotonicClock(),
+      resume: false,
+      nats: ctx.flags.nats as string | undefined,
+      home,
+      concurrency: 48,
+      threads: 0,
+      device: 'cpu',
+      out: ctx.out,
+      err,
     });
-    const t0 = performance.now();
-    await store.appendMany(events);
-    ctx.err.write(
-      `demo: appended ${events.length} events of run ${runId} in ${(performance.now() - t0).toFixed(0)} ms\n`,
-    );
-    for await (const { seq, event } of store.replay(runId)) ctx.out.write(`${formatTailLine(event, seq)}\n`);
-    const { state } = await foldRun(store, runId, runSummary);
     ctx.out.write(
-      `run ${runId}: ${state.status}, algo ${state.algo}, ${state.steps} steps, policy v${state.policyVersion}, ${Object.values(state.counts).reduce((a, b) => a + b, 0)} events\n`,
+      `demo: AKBE ${r.steps} steps (B ${DEMO_CONFIG.batchQuestions}, G_wt ${DEMO_CONFIG.gWithTool}, G_nt ${DEMO_CONFIG.gNoTool}) in ${r.seconds.toFixed(0)}s; total ${secs()}\n` +
+        `replay it with: akbe events export --run ${runId} --format jsonl --out ${runId}.jsonl\n`,
     );
-    ctx.out.write(`export it with: akbe events export --run ${runId} --format jsonl --out ${runId}.jsonl\n`);
     return 0;
   },
 };
