@@ -105,8 +105,12 @@ export async function runPretrain(o: PretrainRunOptions): Promise<PretrainResult
   const cfg = state.config;
   const schedule = batchSchedule(mix, cfg);
   const started = Date.now();
-  const progress = new Progress('pretrain', { total: cfg.steps, stream: o.err });
-  progress.tick(state.step);
+  // The bar counts this invocation's steps (a resumed run's rate and eta stay honest); the loss
+  // lines give the global step.
+  const progress = new Progress(`pretrain steps ${state.step + 1}..${cfg.steps}`, {
+    total: cfg.steps - state.step,
+    stream: o.err,
+  });
   let window: number[] = [];
   let last = Number.NaN;
   let tokensSeen = 0;
