@@ -69,7 +69,9 @@ export function settingsOf(started: EventOf<'run.started'> | undefined): AuditSe
     miniBatchQuestions: pick('miniBatchQuestions', isInt, DEFAULTS.miniBatchQuestions),
     padId: isInt(cfg.padId) ? (cfg.padId as number) : undefined,
     padTo: isInt(cfg.padTo) ? (cfg.padTo as number) : undefined,
-    questionPoolSize: started?.data.questionPoolSize,
+    questionPoolSize:
+      started?.data.questionPoolSize ??
+      (isInt(cfg.questionPoolSize) ? (cfg.questionPoolSize as number) : undefined),
     defaulted,
   };
 }
