@@ -72,6 +72,14 @@ export function runInputFromLog(log: RunLog): RunInput {
       "run.started.questionPoolSize is not recorded, so the steps' question draws cannot be repeated (the event sink of akbe train fills it)",
     );
   const steps = [...log.steps.values()].filter((x) => x.started && x.learner);
+  const textless = steps
+    .flatMap((x) => [...x.questions.values()])
+    .flatMap((q) => [...q.rollouts.values()])
+    .find((r) => r.completed && !r.completed.data.segments);
+  if (textless)
+    throw new ReplayUnavailableError(
+      `rollout.completed.segments is not recorded (first: ${textless.rolloutId} at seq ${seqOf(textless.completed)}), so the rollout machines have no turn texts to parse (the event sink of akbe train writes them)`,
+    );
   const batch = steps[0]?.started?.data.questionIds.length ?? (cfg.batchQuestions as number);
   const pool: Array<QuestionSpec | null> = Array.from({ length: poolSize }, () => null);
   for (const step of steps) {
