@@ -9,7 +9,8 @@
  * Figures are medians over repeats.
  *
  *   npm run build && node dist/bench/compute.js [--device cpu|webgpu|cuda|auto] [--threads N]
- *     [--repeats N] [--matmul N] [--vocab V] [--decode-new N] [--json]
+ *     [--repeats N] [--matmul N] [--vocab V] [--decode-new N] [--concat-cache] [--json]
+ * (--concat-cache decodes with model.ts's Concat-grown cache instead of the in-place step graph.)
  *
  * Training FLOPs per step (stated, as the acceptance depends on it):
  *   6 * N_mm * B * T + 12 * L * D * T * (B * T)
@@ -41,6 +42,7 @@ const { values: flags } = parseArgs({
     vocab: { type: 'string', default: '512' },
     'decode-new': { type: 'string', default: '64' },
     json: { type: 'boolean', default: false },
+    'concat-cache': { type: 'boolean', default: false },
   },
 });
 const device = flags.device as DeviceChoice;
@@ -134,7 +136,7 @@ async function main(): Promise<void> {
 
   // ---- 3: decoding at batch 1 and batch 64 ----
   const tDec = performance.now();
-  const backend = await OrtDecodeBackend.create(cfg, params, session);
+  const backend = await OrtDecodeBackend.create(cfg, params, session, { concatCache: flags['concat-cache'] });
   const decodeCreateMs = performance.now() - tDec;
   const requests = (n: number, rep: number): GenerateRequest[] =>
     Array.from({ length: n }, (_, i) => ({
@@ -177,6 +179,7 @@ async function main(): Promise<void> {
       ratioToMatmul: trainGflops / peakGflops,
     },
     decode: {
+      cache: flags['concat-cache'] ? 'concat' : 'in-place',
       newTokens,
       prompt: 16,
       batch1TokensPerS: decode1,
@@ -200,7 +203,7 @@ async function main(): Promise<void> {
     `device ${result.device}, intra-op threads ${result.threads}, medians of ${repeats} runs`,
     `MatMul ${N}^3 float32:            ${f(peakGflops)} GFLOP/s (practical peak)`,
     `train 4L d256 B${B}xT${T} V${cfg.vocab_size}:  ${f(trainMs, 0)} ms/step, ${f(result.train.tokensPerS, 0)} tok/s, ${f(trainGflops)} GFLOP/s (${f(flops / 1e9, 2)} GFLOP/step) = ${f(100 * result.train.ratioToMatmul, 0)}% of MatMul peak (acceptance >= 60%)`,
-    `decode (prompt 16, ${newTokens} new):  batch 1 ${f(decode1, 0)} tok/s, batch 64 ${f(decode64, 0)} tok/s, ratio ${f(result.decode.ratio, 1)}x (acceptance >= 5x)`,
+    `decode (${result.decode.cache} cache, prompt 16, ${newTokens} new):  batch 1 ${f(decode1, 0)} tok/s, batch 64 ${f(decode64, 0)} tok/s, ratio ${f(result.decode.ratio, 1)}x (acceptance >= 5x)`,
     `session creation: matmul ${f(mm.createMs, 0)} ms, train ${f(trainCreateMs, 0)} ms (incl. graph build), decode ${f(decodeCreateMs, 0)} ms, score ${f(scoreCreateMs, 0)} ms`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

@@ -76,6 +76,33 @@ t.test('sampled rows do not depend on their batch-mates; stop tokens end a row e
   t.equal(stopped.finishReason, 'stop_token');
 });
 
+t.test('the in-place cache step graph decodes exactly like the concat-cache graph', async (t) => {
+  const cached = await OrtDecodeBackend.create(cfg, params, { device: 'cpu', intraOpThreads: 1 });
+  const concat = await OrtDecodeBackend.create(
+    cfg,
+    params,
+    { device: 'cpu', intraOpThreads: 1 },
+    { concatCache: true },
+  );
+  t.teardown(async () => {
+    await cached.release();
+    await concat.release();
+  });
+  const reqs: GenerateRequest[] = Array.from({ length: 5 }, (_, i) => ({
+    prompt: Array.from({ length: 1 + ((i * 3) % 5) }, (_, k) => (i * 5 + k) % 13),
+    maxNewTokens: 4 + 3 * i,
+    seed: 40 + i,
+    stopTokens: i === 2 ? [1, 2, 3] : [],
+  }));
+  const a = await decodeBatch(cached, reqs);
+  const b = await decodeBatch(concat, reqs);
+  for (const [i, r] of a.entries()) {
+    t.same(r.tokens, b[i].tokens, `request ${i}`);
+    t.equal(r.finishReason, b[i].finishReason);
+    t.ok(r.policyLogprobs.every((lp, k) => Math.abs(lp - b[i].policyLogprobs[k]) < 1e-5));
+  }
+});
+
 t.test(
   '50 concurrent generate calls are decoded in a few batches; each equals its unbatched result',
   async (t) => {

@@ -39,32 +39,35 @@ export interface GenerateResult {
   stopString?: string;
 }
 
-/** One forward of the KV-cache decode graph. */
-export interface DecodeForward {
+/** The new tokens of one forward: the prompts at prefill, one token per row afterwards. */
+export interface DecodeStep {
   batch: number;
   /** New tokens per row (prompt length at prefill, 1 afterwards). */
   newLen: number;
-  /** Cached positions per row. */
+  /** Positions already cached per row. */
   pastLen: number;
   /** [batch, newLen] */
   inputIds: BigInt64Array;
   /** [batch, newLen] */
   positionIds: BigInt64Array;
-  /** [batch, pastLen + newLen]: 1 = attend, 0 = padding. */
+  /** [batch, pastLen + newLen]: 1 = attend, 0 = left padding. */
   attentionMask: Uint8Array;
-  /** Per layer: key then value, each [batch, n_head, pastLen, head_dim]. */
-  past: Float32Array[];
 }
 
-/** What the decode loop needs from a model: the graph session lives behind it. */
+/** One batch in flight: owns its KV cache. */
+export interface DecodeState {
+  /** Runs the model on the new tokens; returns the logits of each row's last new position [batch, V]. */
+  forward(step: DecodeStep): Promise<Float32Array>;
+  /** Keeps only rows `keep` (ascending) of the cache: finished rows stop costing compute. */
+  keepRows(keep: number[]): void;
+}
+
+/** What the decode loop needs from a model; the graph sessions live behind it. */
 export interface DecodeBackend {
   readonly vocabSize: number;
-  readonly nLayer: number;
-  readonly nHead: number;
-  readonly headDim: number;
   readonly maxPositions: number;
-  /** Logits of each row's last new position [batch, V], and the grown caches (key, value per layer). */
-  forward(step: DecodeForward): Promise<{ logits: Float32Array; present: Float32Array[] }>;
+  /** Starts a batch whose cache will never hold more than `capacity` positions per row. */
+  begin(batch: number, capacity: number): DecodeState;
 }
 
 /** A request the model cannot serve (prompt too long, bad options); names the request and the problem. */
@@ -120,7 +123,7 @@ export function checkRequest(
 }
 
 /** Keeps rows `keep` of a [rows, ...] tensor whose row stride is `stride`. */
-function gatherRows<T extends Float32Array | Uint8Array>(data: T, stride: number, keep: number[]): T {
+export function gatherRows<T extends Float32Array | Uint8Array>(data: T, stride: number, keep: number[]): T {
   const out = new (data.constructor as new (n: number) => T)(keep.length * stride);
   keep.forEach((r, i) => {
     out.set(data.subarray(r * stride, (r + 1) * stride), i * stride);
@@ -165,29 +168,26 @@ export async function decodeBatch(
       mask[b * L + pad + t] = 1;
     });
   });
-  let past: Float32Array[] = [];
-  for (let l = 0; l < 2 * backend.nLayer; l++) past.push(new Float32Array(0));
   let pastLen = 0;
   let newLen = L;
+  const state = backend.begin(B, L + Math.max(...rows.map((r) => r.stop.maxNewTokens)));
 
   for (;;) {
-    const out = await backend.forward({
+    const logits = await state.forward({
       batch: B,
       newLen,
       pastLen,
       inputIds,
       positionIds,
       attentionMask: mask,
-      past,
     });
     pastLen += newLen;
-    past = out.present;
 
     // Sample one token per active row.
     const next: number[] = [];
     const keep: number[] = [];
     active.forEach((row, b) => {
-      const s: Sample = sampleRow(out.logits, b * V, V, row.sampling, row.rng);
+      const s: Sample = sampleRow(logits, b * V, V, row.sampling, row.rng);
       row.logprobs.push(s.logprob);
       row.policyLogprobs.push(s.policyLogprob);
       const finish = row.stop.push(s.token);
@@ -208,8 +208,7 @@ export async function decodeBatch(
 
     // Drop finished rows from the cache and the mask.
     if (keep.length < B) {
-      const stride = backend.nHead * pastLen * backend.headDim;
-      past = past.map((p) => gatherRows(p, stride, keep));
+      state.keepRows(keep);
       mask = gatherRows(mask, pastLen, keep);
       active = keep.map((b) => active[b]);
       B = keep.length;

@@ -6,7 +6,8 @@
  */
 import type * as Ort from 'onnxruntime-node';
 import { type GPTConfig, gpt2ParamShapes, type Params } from './config.js';
-import type { DecodeBackend, DecodeForward } from './decoder.js';
+import { buildCachedStepGraph } from './decode-graph.js';
+import { type DecodeBackend, type DecodeState, type DecodeStep, gatherRows } from './decoder.js';
 import { buildDecodeGraph, buildForwardGraph } from './model.js';
 import {
   type CreatedSession,
@@ -71,7 +72,13 @@ abstract class ParamSession {
   }
 }
 
-/** The KV-cache decode graph (src/gpu/model.ts) as a DecodeBackend. */
+/**
+ * Decoding on ORT. Prefill runs model.ts's KV-cache decode graph with an empty cache (causal over
+ * the prompt); each later step runs the cache-in-place step graph (decode-graph.ts): the cache
+ * lives here, [B, H, capacity, hd] per layer, the step returns only the new keys/values and this
+ * class writes them into the next slot. With `concatCache`, steps run model.ts's graph instead
+ * (the cache is grown by Concat and returned each step): slower, kept as a cross-check.
+ */
 export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
   readonly vocabSize: number;
   readonly nLayer: number;
@@ -85,6 +92,8 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     created: CreatedSession,
     params: Params,
     bytes: Uint8Array,
+    /** The cached step graph's session; undefined = steps use the prefill (concat) graph. */
+    private readonly step?: CreatedSession,
   ) {
     super(ort, cfg, created, params, bytes);
     this.vocabSize = cfg.vocab_size;
@@ -94,14 +103,33 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     this.maxPositions = cfg.n_positions;
   }
 
-  static async create(cfg: GPTConfig, params: Params, session: SessionConfig): Promise<OrtDecodeBackend> {
+  static async create(
+    cfg: GPTConfig,
+    params: Params,
+    session: SessionConfig,
+    opts: { concatCache?: boolean } = {},
+  ): Promise<OrtDecodeBackend> {
     const ort = await loadOrt();
     const bytes = buildDecodeGraph(cfg).serialize();
-    return new OrtDecodeBackend(ort, cfg, await createSession(bytes, session), params, bytes);
+    const prefill = await createSession(bytes, session);
+    // The step session on the device prefill resolved (auto probes once).
+    const step = opts.concatCache
+      ? undefined
+      : await createSession(buildCachedStepGraph(cfg).serialize(), { ...session, device: prefill.device });
+    return new OrtDecodeBackend(ort, cfg, prefill, params, bytes, step);
   }
 
-  /** Feeds for one forward (parameters included). */
-  feeds(step: DecodeForward): Record<string, Ort.Tensor> {
+  override get createMs(): number {
+    return this.created.createMs + (this.step?.createMs ?? 0);
+  }
+
+  override async release(): Promise<void> {
+    await super.release();
+    await this.step?.session.release();
+  }
+
+  /** Feeds of model.ts's decode graph (parameters included). */
+  concatFeeds(step: DecodeStep, past: Float32Array[]): Record<string, Ort.Tensor> {
     const { ort } = this;
     const { batch: B, newLen: S, pastLen: P } = step;
     const feeds: Record<string, Ort.Tensor> = {
@@ -111,15 +139,22 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
       attention_mask: new ort.Tensor('bool', step.attentionMask, [B, P + S]),
     };
     const dims = [B, this.nHead, P, this.headDim];
-    for (let i = 0; i < this.nLayer; i++) {
-      feeds[`past_key_${i}`] = new ort.Tensor('float32', step.past[2 * i], dims);
-      feeds[`past_value_${i}`] = new ort.Tensor('float32', step.past[2 * i + 1], dims);
+    for (let i = 0; i < 2 * this.nLayer; i++) {
+      feeds[`past_${i % 2 ? 'value' : 'key'}_${i >> 1}`] = new ort.Tensor('float32', past[i], dims);
     }
     return feeds;
   }
 
-  async forward(step: DecodeForward): Promise<{ logits: Float32Array; present: Float32Array[] }> {
-    const out = await this.created.session.run(this.feeds(step));
+  begin(batch: number, capacity: number): DecodeState {
+    return this.step ? new CachedState(this, this.step, batch, capacity) : new ConcatState(this);
+  }
+
+  /** Runs model.ts's decode graph: logits [B, V] and the grown caches (key, value per layer). */
+  async runConcat(
+    step: DecodeStep,
+    past: Float32Array[],
+  ): Promise<{ logits: Float32Array; present: Float32Array[] }> {
+    const out = await this.created.session.run(this.concatFeeds(step, past));
     const present: Float32Array[] = [];
     for (let i = 0; i < this.nLayer; i++) {
       present.push(
@@ -130,18 +165,124 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     return { logits: out.logits.data as Float32Array, present };
   }
 
+  get ortApi(): typeof Ort {
+    return this.ort;
+  }
+
+  /** The current parameter tensors (shared with the states of running batches). */
+  paramTensors(): Record<string, Ort.Tensor> {
+    return this.params;
+  }
+
   /** Node counts per provider for a two-token prefill (for `akbe policy info`). */
   placement(device: DeviceChoice): Promise<Record<string, number>> {
-    const feeds = this.feeds({
-      batch: 1,
-      newLen: 2,
-      pastLen: 0,
-      inputIds: new BigInt64Array(2),
-      positionIds: BigInt64Array.from([0n, 1n]),
-      attentionMask: Uint8Array.from([1, 1]),
-      past: Array.from({ length: 2 * this.nLayer }, () => new Float32Array(0)),
-    });
+    const feeds = this.concatFeeds(
+      {
+        batch: 1,
+        newLen: 2,
+        pastLen: 0,
+        inputIds: new BigInt64Array(2),
+        positionIds: BigInt64Array.from([0n, 1n]),
+        attentionMask: Uint8Array.from([1, 1]),
+      },
+      Array.from({ length: 2 * this.nLayer }, () => new Float32Array(0)),
+    );
     return nodePlacement(this.graphBytes, feeds, { device }).then((r) => r.nodesPerProvider);
+  }
+}
+
+/** A batch whose cache is grown by the graph's Concat and returned every step. */
+class ConcatState implements DecodeState {
+  private past: Float32Array[];
+  private pastLen = 0;
+
+  constructor(private readonly backend: OrtDecodeBackend) {
+    this.past = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(0));
+  }
+
+  async forward(step: DecodeStep): Promise<Float32Array> {
+    const { logits, present } = await this.backend.runConcat(step, this.past);
+    this.past = present;
+    this.pastLen = step.pastLen + step.newLen;
+    return logits;
+  }
+
+  keepRows(keep: number[]): void {
+    const stride = this.backend.nHead * this.pastLen * this.backend.headDim;
+    this.past = this.past.map((p) => gatherRows(p, stride, keep));
+  }
+}
+
+/** A batch whose cache lives here, [B, H, capacity, hd] per layer, written in place. */
+class CachedState implements DecodeState {
+  private cache: Float32Array[];
+  private batch: number;
+  private filled = 0;
+
+  constructor(
+    private readonly backend: OrtDecodeBackend,
+    private readonly step: CreatedSession,
+    batch: number,
+    private readonly capacity: number,
+  ) {
+    this.batch = batch;
+    const size = batch * backend.nHead * capacity * backend.headDim;
+    this.cache = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(size));
+  }
+
+  /** Copies [B, H, n, hd] keys or values into slots filled .. filled + n of cache i. */
+  private write(i: number, data: Float32Array, n: number): void {
+    const { nHead: H, headDim: hd } = this.backend;
+    const C = this.capacity;
+    for (let bh = 0; bh < this.batch * H; bh++) {
+      this.cache[i].set(data.subarray(bh * n * hd, (bh + 1) * n * hd), (bh * C + this.filled) * hd);
+    }
+  }
+
+  async forward(step: DecodeStep): Promise<Float32Array> {
+    const { backend } = this;
+    const B = step.batch;
+    if (step.pastLen + step.newLen > this.capacity)
+      throw new Error(`decode cache overflow: ${step.pastLen + step.newLen} > capacity ${this.capacity}`);
+    if (step.newLen > 1 || step.pastLen === 0) {
+      // Prefill: causal attention over the prompt with model.ts's graph, then keep its cache.
+      const empty = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(0));
+      const { logits, present } = await backend.runConcat(step, empty);
+      present.forEach((p, i) => {
+        this.write(i, p, step.newLen);
+      });
+      this.filled = step.newLen;
+      return logits;
+    }
+    const ort = backend.ortApi;
+    const C = this.capacity;
+    const mask = new Uint8Array(B * C);
+    for (let b = 0; b < B; b++)
+      mask.set(
+        step.attentionMask.subarray(b * (step.pastLen + 1), b * (step.pastLen + 1) + step.pastLen),
+        b * C,
+      );
+    const feeds: Record<string, Ort.Tensor> = {
+      ...backend.paramTensors(),
+      input_ids: new ort.Tensor('int64', step.inputIds, [B, 1]),
+      position_ids: new ort.Tensor('int64', step.positionIds, [B, 1]),
+      cache_mask: new ort.Tensor('bool', mask, [B, C]),
+    };
+    const dims = [B, backend.nHead, C, backend.headDim];
+    for (let i = 0; i < 2 * backend.nLayer; i++) {
+      feeds[`cache_${i % 2 ? 'value' : 'key'}_${i >> 1}`] = new ort.Tensor('float32', this.cache[i], dims);
+    }
+    const out = await this.step.session.run(feeds);
+    for (let i = 0; i < 2 * backend.nLayer; i++)
+      this.write(i, out[`new_${i % 2 ? 'value' : 'key'}_${i >> 1}`].data as Float32Array, 1);
+    this.filled += 1;
+    return out.logits.data as Float32Array;
+  }
+
+  keepRows(keep: number[]): void {
+    const stride = this.backend.nHead * this.capacity * this.backend.headDim;
+    this.cache = this.cache.map((c) => gatherRows(c, stride, keep));
+    this.batch = keep.length;
   }
 }
 
