@@ -3,6 +3,9 @@
  * a copy with one recorded reward changed makes `akbe replay` name that event's sequence and
  * exit 1. Also `--question` (boundary history), `akbe runs`, and `--inspect` re-play.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import t from 'tap';
 import { main } from '../src/cli/main.js';
@@ -119,6 +122,23 @@ t.test('--inspect re-plays the run to the inspector relay (offline, CI: no brows
   t.equal(r.code, 0, r.out + r.err);
   t.match(r.err, /inspector: open http:\/\/127\.0\.0\.1:\d+ /);
   t.match(r.err, /re-played 2 steps \(\d+ facts, \d+ inspection events\), identical to the log/);
+});
+
+t.test('an outside auditor replays an `akbe events export` file with no NATS, same sequences', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'akbe-audit-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  for (const runId of ['clean-run', 'tampered-run']) {
+    const file = join(dir, `${runId}.jsonl`);
+    t.equal((await akbe('events', 'export', '--run', runId, '--out', file, '--nats', url)).code, 0);
+  }
+  const clean = await akbe('replay', '--file', join(dir, 'clean-run.jsonl'));
+  t.equal(clean.code, 0, clean.out + clean.err);
+  t.match(clean.out, /replay of run clean-run: clean/);
+  const bad = await akbe('replay', '--file', join(dir, 'tampered-run.jsonl'));
+  t.equal(bad.code, 1);
+  t.match(bad.out, new RegExp(`^MISMATCH seq ${victimSeq} rollout\\.completed .*: reward: `, 'm'));
+  const wrongRun = await akbe('replay', '--file', join(dir, 'clean-run.jsonl'), '--run', 'other');
+  t.match(wrongRun, { code: 1, err: /has no events of run other/ });
 });
 
 t.test('usage errors exit 2 naming the flag; an unknown run exits 1 with the fix', async (t) => {

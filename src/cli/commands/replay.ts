@@ -3,6 +3,7 @@
  * `--question Q`: that question's boundary history across steps;
  * `--inspect`: re-play the run's machines to the Stately inspector (docs/inspector.md).
  */
+import type { AkbeEvent } from '../../events/catalog.js';
 import { type CommandContext, type CommandSpec, intFlag, requireString, UsageError } from '../command.js';
 
 const connection = {
@@ -44,6 +45,35 @@ export async function openEventStore(ctx: CommandContext) {
   }
 }
 
+async function eventsFromStore(ctx: CommandContext, runId: string): Promise<AkbeEvent[]> {
+  const { nats, store } = await openEventStore(ctx);
+  const events: AkbeEvent[] = [];
+  try {
+    for await (const { event } of store.replay(runId)) events.push(event);
+  } finally {
+    await nats.close();
+  }
+  if (events.length === 0)
+    throw new Error(`run ${runId} has no events in the event store (list runs with: akbe runs)`);
+  return events;
+}
+
+async function eventsFromFile(file: string, runId: string | undefined): Promise<AkbeEvent[]> {
+  const { readExportFile } = await import('../../audit/jsonl.js');
+  const all = await readExportFile(file);
+  const runs = [...new Set(all.map((e) => e.meta.runId))];
+  if (runId === undefined && runs.length > 1)
+    throw new UsageError(
+      `--file ${file} holds ${runs.length} runs (${runs.join(', ')}): pick one with --run`,
+    );
+  const events = runId === undefined ? all : all.filter((e) => e.meta.runId === runId);
+  if (events.length === 0)
+    throw new Error(
+      `--file ${file} has no events${runId ? ` of run ${runId}` : ''} (write one with: akbe events export --run ID --out ${file})`,
+    );
+  return events;
+}
+
 /** How long the relay stays up after the re-play: --inspect-hold, else until Ctrl-C (0 when CI). */
 function holdSeconds(ctx: CommandContext): number | 'interrupt' {
   const s = intFlag(ctx, 'inspect-hold', { min: 0 });
@@ -69,7 +99,16 @@ const replay: CommandSpec = {
   summary:
     "audit a run from its event log (rewards, labels, targets, advantages, metrics recomputed; exit 1 on any mismatch), show a question's boundary history, or re-play the run to the Stately inspector",
   flags: {
-    run: { type: 'string', value: 'ID', description: 'run id (required; see akbe runs)' },
+    run: {
+      type: 'string',
+      value: 'ID',
+      description: 'run id (required unless --file holds one run; see akbe runs)',
+    },
+    file: {
+      type: 'string',
+      value: 'FILE',
+      description: 'read the run from an `akbe events export` JSONL file instead of NATS',
+    },
     question: {
       type: 'string',
       value: 'Q',
@@ -94,7 +133,8 @@ const replay: CommandSpec = {
     ...connection,
   },
   async run(ctx) {
-    const runId = await runFlag(ctx);
+    const file = ctx.flags.file as string | undefined;
+    const runId = file && ctx.flags.run === undefined ? undefined : await runFlag(ctx);
     const question = ctx.flags.question as string | undefined;
     if (question === '') throw new UsageError('--question needs a question id');
     const inspect = ctx.flags.inspect === true;
@@ -104,15 +144,7 @@ const replay: CommandSpec = {
       throw new UsageError('--inspect-port and --inspect-hold need --inspect');
 
     const { foldRunLog } = await import('../../audit/run-log.js');
-    const { nats, store } = await openEventStore(ctx);
-    const events = [];
-    try {
-      for await (const { event } of store.replay(runId)) events.push(event);
-    } finally {
-      await nats.close();
-    }
-    if (events.length === 0)
-      throw new Error(`run ${runId} has no events in the event store (list runs with: akbe runs)`);
+    const events = file ? await eventsFromFile(file, runId) : await eventsFromStore(ctx, runId!);
     const log = foldRunLog(events);
 
     if (question !== undefined) {
@@ -122,7 +154,7 @@ const replay: CommandSpec = {
       if (rows.length === 0) {
         const ids = questionIdsOf(log);
         throw new Error(
-          `--question ${question} is not in run ${runId}; its questions: ${ids.slice(0, 20).join(', ')}${ids.length > 20 ? ', …' : ''}`,
+          `--question ${question} is not in run ${log.runId}; its questions: ${ids.slice(0, 20).join(', ')}${ids.length > 20 ? ', …' : ''}`,
         );
       }
       ctx.out.write(formatHistory(question, rows));
