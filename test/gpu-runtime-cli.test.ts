@@ -137,7 +137,8 @@ t.test(
     t.equal(r.code, 0, r.err);
     t.match(r.out, new RegExp(`parameters: ${countParams(TINY_CFG)}`));
     t.match(r.out, /device: cpu/);
-    t.match(r.out, /nodes per provider \(decode graph\): CPUExecutionProvider \d+/);
+    t.match(r.out, /nodes per provider \(decode-prefill graph\): CPUExecutionProvider \d+/);
+    t.match(r.out, /nodes per provider \(decode-step graph\): CPUExecutionProvider \d+/);
     t.match(r.out, /nodes per provider \(score graph\): CPUExecutionProvider \d+/);
     const missing = await run(['policy', 'info', '--checkpoint', join(dir, 'nope')]);
     t.equal(missing.code, 1);

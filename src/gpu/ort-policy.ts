@@ -94,6 +94,7 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     bytes: Uint8Array,
     /** The cached step graph's session; undefined = steps use the prefill (concat) graph. */
     private readonly step?: CreatedSession,
+    private readonly stepBytes?: Uint8Array,
   ) {
     super(ort, cfg, created, params, bytes);
     this.vocabSize = cfg.vocab_size;
@@ -113,10 +114,11 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     const bytes = buildDecodeGraph(cfg).serialize();
     const prefill = await createSession(bytes, session);
     // The step session on the device prefill resolved (auto probes once).
-    const step = opts.concatCache
-      ? undefined
-      : await createSession(buildCachedStepGraph(cfg).serialize(), { ...session, device: prefill.device });
-    return new OrtDecodeBackend(ort, cfg, prefill, params, bytes, step);
+    const stepBytes = opts.concatCache ? undefined : buildCachedStepGraph(cfg).serialize();
+    const step = stepBytes
+      ? await createSession(stepBytes, { ...session, device: prefill.device })
+      : undefined;
+    return new OrtDecodeBackend(ort, cfg, prefill, params, bytes, step, stepBytes);
   }
 
   override get createMs(): number {
@@ -174,9 +176,9 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     return this.params;
   }
 
-  /** Node counts per provider for a two-token prefill (for `akbe policy info`). */
-  placement(device: DeviceChoice): Promise<Record<string, number>> {
-    const feeds = this.concatFeeds(
+  /** Node counts per provider of the prefill graph (two tokens) and the step graph (for `akbe policy info`). */
+  async placement(device: DeviceChoice): Promise<Record<string, Record<string, number>>> {
+    const prefillFeeds = this.concatFeeds(
       {
         batch: 1,
         newLen: 2,
@@ -187,7 +189,28 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
       },
       Array.from({ length: 2 * this.nLayer }, () => new Float32Array(0)),
     );
-    return nodePlacement(this.graphBytes, feeds, { device }).then((r) => r.nodesPerProvider);
+    const out: Record<string, Record<string, number>> = {
+      'decode-prefill': (await nodePlacement(this.graphBytes, prefillFeeds, { device })).nodesPerProvider,
+    };
+    if (this.stepBytes) {
+      const { ort } = this;
+      const dims = [1, this.nHead, 2, this.headDim];
+      const feeds: Record<string, Ort.Tensor> = {
+        ...this.params,
+        input_ids: new ort.Tensor('int64', new BigInt64Array(1), [1, 1]),
+        position_ids: new ort.Tensor('int64', BigInt64Array.from([2n]), [1, 1]),
+        cache_mask: new ort.Tensor('bool', Uint8Array.from([1, 1]), [1, 2]),
+      };
+      for (let i = 0; i < 2 * this.nLayer; i++) {
+        feeds[`cache_${i % 2 ? 'value' : 'key'}_${i >> 1}`] = new ort.Tensor(
+          'float32',
+          new Float32Array(2 * this.nHead * this.headDim),
+          dims,
+        );
+      }
+      out['decode-step'] = (await nodePlacement(this.stepBytes, feeds, { device })).nodesPerProvider;
+    }
+    return out;
   }
 }
 

@@ -226,7 +226,7 @@ export class PolicyRuntime {
       parameters: countParams(this.config),
       device,
       createMs: { decode: decode.createMs, score: score.createMs },
-      nodesPerProvider: { decode: await decode.placement(device), score: await score.placement(device) },
+      nodesPerProvider: { ...(await decode.placement(device)), score: await score.placement(device) },
     };
   }
 
