@@ -9,7 +9,7 @@
  * Needs `run.started.questionPoolSize` (to re-draw each step's questions with the recorded seed)
  * and `rollout.completed.segments` (the turn texts the rollout machine parses).
  */
-import { createActor, fromPromise, type InspectionEvent, type Observer, toPromise } from 'xstate';
+import { createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
 import { recomputeOutcome, settingsOf } from '../audit/recompute.js';
 import type { RolloutLog, RunLog } from '../audit/run-log.js';
 import { seqOf } from '../audit/run-log.js';
@@ -248,7 +248,7 @@ function compareFact(
 /** Re-runs the run's machines from the log, with `inspect` attached when given. */
 export async function replayRun(
   log: RunLog,
-  opts: { inspect?: Observer<InspectionEvent> } = {},
+  opts: { inspect?: (event: InspectionEvent) => void } = {},
 ): Promise<ReplayResult> {
   const input = runInputFromLog(log);
   const actor = createActor(recordedMachines(log), { input, inspect: opts.inspect });

@@ -17,7 +17,7 @@
 import { spawn } from 'node:child_process';
 import { createInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import { WebSocket } from 'ws';
-import type { InspectionEvent, Observer } from 'xstate';
+import type { InspectionEvent } from 'xstate';
 import { type InspectorRelay, startInspectorRelay } from './inspect-relay.js';
 
 export interface StartInspectorOptions {
@@ -31,8 +31,8 @@ export interface StartInspectorOptions {
 }
 
 export interface InspectorHandle extends AsyncDisposable {
-  /** Pass to `createActor(machine, { inspect })` of every root actor. */
-  readonly inspect: Observer<InspectionEvent>;
+  /** Pass to `createActor(machine, { inspect })` of every root actor (a plain callback). */
+  readonly inspect: (event: InspectionEvent) => void;
   /** The page a person opens: the relay's bridge to the Stately inspector. */
   readonly url: string;
   /** The relay's WebSocket address (any WebSocket client can watch the raw events there). */
@@ -198,7 +198,7 @@ export async function startInspector(opts: StartInspectorOptions = {}): Promise<
   if (opts.open) openBrowser(relay.url);
   let closing: Promise<void> | null = null;
   const handle: InspectorHandle = {
-    inspect: inspector.inspect,
+    inspect: (event) => inspector.inspect.next?.(event),
     url: relay.url,
     wsUrl: relay.wsUrl,
     port: relay.port,
