@@ -128,3 +128,17 @@ t.test(
     }
   },
 );
+
+t.test('a batch finishes on the parameters it started with, even if new ones arrive mid-batch', async (t) => {
+  const rt = await PolicyRuntime.create(cfg, params, { device: 'cpu', intraOpThreads: 1 });
+  t.teardown(() => rt.close());
+  const req: GenerateRequest = { prompt: [1, 2, 3], maxNewTokens: 12, seed: 5, temperature: 0 };
+  const [before] = await rt.generateBatch([req]);
+  const running = rt.generateBatch([req]);
+  await new Promise((r) => setImmediate(r)); // the batch is now between steps
+  rt.setParams(tinyParams(99));
+  const [during] = await running;
+  t.same(during.tokens, before.tokens);
+  const [after] = await rt.generateBatch([req]);
+  t.notSame(after.policyLogprobs, before.policyLogprobs, 'the next batch runs the new parameters');
+});

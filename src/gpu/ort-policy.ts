@@ -131,11 +131,11 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
   }
 
   /** Feeds of model.ts's decode graph (parameters included). */
-  concatFeeds(step: DecodeStep, past: Float32Array[]): Record<string, Ort.Tensor> {
+  concatFeeds(step: DecodeStep, past: Float32Array[], params = this.params): Record<string, Ort.Tensor> {
     const { ort } = this;
     const { batch: B, newLen: S, pastLen: P } = step;
     const feeds: Record<string, Ort.Tensor> = {
-      ...this.params,
+      ...params,
       input_ids: new ort.Tensor('int64', step.inputIds, [B, S]),
       position_ids: new ort.Tensor('int64', step.positionIds, [B, S]),
       attention_mask: new ort.Tensor('bool', step.attentionMask, [B, P + S]),
@@ -155,8 +155,9 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
   async runConcat(
     step: DecodeStep,
     past: Float32Array[],
+    params: Record<string, Ort.Tensor>,
   ): Promise<{ logits: Float32Array; present: Float32Array[] }> {
-    const out = await this.created.session.run(this.concatFeeds(step, past));
+    const out = await this.created.session.run(this.concatFeeds(step, past, params));
     const present: Float32Array[] = [];
     for (let i = 0; i < this.nLayer; i++) {
       present.push(
@@ -171,7 +172,7 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     return this.ort;
   }
 
-  /** The current parameter tensors (shared with the states of running batches). */
+  /** The current parameter tensors: a batch takes them at its start and keeps them to its end. */
   paramTensors(): Record<string, Ort.Tensor> {
     return this.params;
   }
@@ -218,13 +219,16 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
 class ConcatState implements DecodeState {
   private past: Float32Array[];
   private pastLen = 0;
+  /** The policy version this batch started with, kept to its end. */
+  private readonly params: Record<string, Ort.Tensor>;
 
   constructor(private readonly backend: OrtDecodeBackend) {
+    this.params = backend.paramTensors();
     this.past = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(0));
   }
 
   async forward(step: DecodeStep): Promise<Float32Array> {
-    const { logits, present } = await this.backend.runConcat(step, this.past);
+    const { logits, present } = await this.backend.runConcat(step, this.past, this.params);
     this.past = present;
     this.pastLen = step.pastLen + step.newLen;
     return logits;
@@ -241,6 +245,8 @@ class CachedState implements DecodeState {
   private cache: Float32Array[];
   private batch: number;
   private filled = 0;
+  /** The policy version this batch started with, kept to its end. */
+  private readonly params: Record<string, Ort.Tensor>;
 
   constructor(
     private readonly backend: OrtDecodeBackend,
@@ -249,6 +255,7 @@ class CachedState implements DecodeState {
     private readonly capacity: number,
   ) {
     this.batch = batch;
+    this.params = backend.paramTensors();
     const size = batch * backend.nHead * capacity * backend.headDim;
     this.cache = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(size));
   }
@@ -270,7 +277,7 @@ class CachedState implements DecodeState {
     if (step.newLen > 1 || step.pastLen === 0) {
       // Prefill: causal attention over the prompt with model.ts's graph, then keep its cache.
       const empty = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(0));
-      const { logits, present } = await backend.runConcat(step, empty);
+      const { logits, present } = await backend.runConcat(step, empty, this.params);
       present.forEach((p, i) => {
         this.write(i, p, step.newLen);
       });
@@ -286,7 +293,7 @@ class CachedState implements DecodeState {
         b * C,
       );
     const feeds: Record<string, Ort.Tensor> = {
-      ...backend.paramTensors(),
+      ...this.params,
       input_ids: new ort.Tensor('int64', step.inputIds, [B, 1]),
       position_ids: new ort.Tensor('int64', step.positionIds, [B, 1]),
       cache_mask: new ort.Tensor('bool', mask, [B, C]),

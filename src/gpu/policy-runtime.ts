@@ -182,7 +182,10 @@ export class PolicyRuntime {
     return this.params;
   }
 
-  /** Installs a new policy version in every session (optimizer state is kept). */
+  /**
+   * Installs a new policy version (optimizer state is kept). Decode batches already running
+   * finish on the version they started with.
+   */
   setParams(params: Params): void {
     this.installParams(params);
     this.activeTrainer?.setParams(params);
