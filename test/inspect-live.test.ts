@@ -1,3 +1,4 @@
+import { createWebSocketReceiver } from '@statelyai/inspect';
 import t from 'tap';
 import { WebSocket } from 'ws';
 import { createActor, fromPromise, toPromise } from 'xstate';
@@ -168,6 +169,22 @@ t.test('the bridge page embeds the Stately inspector and connects back to its ow
   t.match(html, /<iframe[^>]+src="https:\/\/stately\.ai\/inspect"/);
   t.match(html, /@statelyai\.connected/);
   t.match(html, /location\.host/);
+});
+
+t.test("@statelyai/inspect's own WebSocket receiver reads the relay (same wire format)", async (t) => {
+  const insp = await startInspector({ port: 0 });
+  t.teardown(() => insp.close());
+  const got: Array<{ type: string }> = [];
+  const receiver = createWebSocketReceiver({ server: insp.wsUrl });
+  receiver.subscribe((e) => got.push(e));
+  await new Promise((r) => setTimeout(r, 200)); // the receiver has no open signal
+  const { machine, input } = tinyRun();
+  const actor = createActor(machine, { input, inspect: insp.inspect });
+  actor.start();
+  await toPromise(actor);
+  await insp.close(); // also ends the receiver's socket, which has no close of its own
+  t.ok(got.some((e) => e.type === '@xstate.actor'));
+  t.ok(got.some((e) => e.type === '@xstate.snapshot'));
 });
 
 t.test('payloads are compacted: typed arrays and long lists summarised, cycles cut', async (t) => {
