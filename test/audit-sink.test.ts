@@ -7,8 +7,9 @@ import t from 'tap';
 import { createActor, toPromise } from 'xstate';
 import { factToEvent } from '../src/actors/event-sink.js';
 import { ReplayUnavailableError, replayRun } from '../src/actors/inspect-replay.js';
-import { auditRun } from '../src/audit/audit.js';
+import { auditRun, auditRunLog } from '../src/audit/audit.js';
 import { foldRunLog } from '../src/audit/run-log.js';
+import { fillSegments } from '../src/audit/segments.js';
 import { type AkbeEvent, createEvent } from '../src/events/catalog.js';
 import type { AkbeFact } from '../src/machines/facts.js';
 import type { TrainRequest } from '../src/machines/learner.js';
@@ -66,6 +67,22 @@ t.test('and a changed reward in it is still found', async (t) => {
     auditRun(copy).mismatches.map((m) => [m.seq, m.field]),
     [[victim.meta.seq, 'reward']],
   );
+});
+
+t.test('texts rebuilt from token ids with the tokenizer: format re-checked, the run re-plays', async (t) => {
+  const log = foldRunLog(logged.map((e) => structuredClone(e)));
+  const filled = fillSegments(log, (ids) => tok.decode(Array.from(ids)));
+  const hasText = logged.some((e) => e.type === 'rollout.completed' && e.data.segments);
+  t.equal(filled, hasText ? 0 : 2 * 3 * 5, 'every rollout without recorded texts');
+  const r = auditRunLog(log);
+  t.same(r.mismatches, []);
+  t.notOk(
+    r.notes.some((n) => /without segments/.test(n)),
+    'the format was re-checked from text',
+  );
+  const replay = await replayRun(log);
+  t.same(replay.divergences, []);
+  t.equal(replay.steps, 2);
 });
 
 t.test('the inspector re-play says what it lacks instead of diverging', async (t) => {

@@ -3,6 +3,7 @@
  * `--question Q`: that question's boundary history across steps;
  * `--inspect`: re-play the run's machines to the Stately inspector (docs/inspector.md).
  */
+import type { RunLog } from '../../audit/run-log.js';
 import type { AkbeEvent } from '../../events/catalog.js';
 import { type CommandContext, type CommandSpec, intFlag, requireString, UsageError } from '../command.js';
 
@@ -72,6 +73,35 @@ async function eventsFromFile(file: string, runId: string | undefined): Promise<
       `--file ${file} has no events${runId ? ` of run ${runId}` : ''} (write one with: akbe events export --run ID --out ${file})`,
     );
   return events;
+}
+
+/**
+ * Logs written without `rollout.completed.segments`: rebuild the turn texts from the token ids
+ * with the run's world tokenizer (config.worldDir), when it is still on this machine.
+ */
+async function decodeMissingTexts(ctx: CommandContext, log: RunLog): Promise<void> {
+  const missing = [...log.steps.values()].some((s) =>
+    [...s.questions.values()].some((q) =>
+      [...q.rollouts.values()].some((r) => r.completed && !r.completed.data.segments),
+    ),
+  );
+  const worldDir = (log.started?.data.config as Record<string, unknown> | undefined)?.worldDir;
+  if (!missing || typeof worldDir !== 'string') return;
+  const { readWorldTokenizer } = await import('../../world/files.js');
+  const { fillSegments } = await import('../../audit/segments.js');
+  let tok: Awaited<ReturnType<typeof readWorldTokenizer>>;
+  try {
+    tok = await readWorldTokenizer(worldDir);
+  } catch (err) {
+    ctx.err.write(
+      `akbe replay: turn texts not recorded and the run's tokenizer is unreadable (${(err as Error).message}); format not re-checked\n`,
+    );
+    return;
+  }
+  const n = fillSegments(log, (ids) => tok.decode(ids));
+  ctx.err.write(
+    `akbe replay: turn texts of ${n} rollouts decoded from their token ids with ${worldDir}/tokenizer.json (not recorded in the log)\n`,
+  );
 }
 
 /** How long the relay stays up after the re-play: --inspect-hold, else until Ctrl-C (0 when CI). */
@@ -146,6 +176,7 @@ const replay: CommandSpec = {
     const { foldRunLog } = await import('../../audit/run-log.js');
     const events = file ? await eventsFromFile(file, runId) : await eventsFromStore(ctx, runId!);
     const log = foldRunLog(events);
+    await decodeMissingTexts(ctx, log);
 
     if (question !== undefined) {
       const { boundaryHistory, questionIdsOf } = await import('../../audit/history.js');
