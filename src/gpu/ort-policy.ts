@@ -116,7 +116,7 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     // The step session on the device prefill resolved (auto probes once).
     const stepBytes = opts.concatCache ? undefined : buildCachedStepGraph(cfg).serialize();
     const step = stepBytes
-      ? await createSession(stepBytes, { ...session, device: prefill.device })
+      ? await createSession(stepBytes, { ...session, device: prefill.device, log: undefined })
       : undefined;
     return new OrtDecodeBackend(ort, cfg, prefill, params, bytes, step, stepBytes);
   }

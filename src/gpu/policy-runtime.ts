@@ -81,7 +81,7 @@ export class PolicyRuntime {
   ): Promise<PolicyRuntime> {
     paramFeeds(await loadOrt(), config, params); // fail early, naming a missing or misshapen parameter
     const rt = new PolicyRuntime(config, params, opts);
-    await rt.decoder();
+    await rt.prepare();
     return rt;
   }
 
@@ -101,10 +101,11 @@ export class PolicyRuntime {
   }
 
   private sessionConfig(): SessionConfig {
+    // The first session logs the device it found; later ones reuse it without repeating that.
     return {
       device: this.resolvedDevice ?? this.opts.device ?? 'cpu',
       intraOpThreads: this.opts.intraOpThreads,
-      log: this.opts.log,
+      log: this.resolvedDevice ? undefined : this.opts.log,
     };
   }
 
@@ -124,6 +125,12 @@ export class PolicyRuntime {
       return s;
     });
     return this.scorer;
+  }
+
+  /** Creates the decode session now (resolving the device) rather than on the first request. */
+  async prepare(): Promise<Device> {
+    await this.decoder();
+    return this.device;
   }
 
   /** Decodes one request; concurrent calls are batched. */

@@ -34,6 +34,7 @@ async function start(): Promise<PolicyRuntime> {
     const runtime = init.checkpoint
       ? await PolicyRuntime.fromCheckpoint(init.checkpoint, opts)
       : await PolicyRuntime.create(init.config!, new Map(Object.entries(init.params ?? {})), opts);
+    await runtime.prepare(); // the host reports the device that actually runs
     port.postMessage({ ready: true, device: runtime.device, log } satisfies PolicyReady);
     return runtime;
   } catch (e) {
