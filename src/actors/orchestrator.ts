@@ -208,6 +208,8 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
 
   const sink = new EventSink(store, { known: state.known });
   if (!o.resume) {
+    // Version 0 is the base policy: run.started's policyRef names it; policy.published is for the
+    // versions training makes (step k publishes k+1).
     published.set(0, await checkpoints.importBase(spec.basePolicy));
     sink.push(
       createEvent(
@@ -234,13 +236,6 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
           policyRef: spec.basePolicy,
           akbeVersion: o.akbeVersion ?? '0.1.0',
         },
-        { runId, step: 0, policyVersion: 0 },
-      ),
-    );
-    sink.push(
-      createEvent(
-        'policy.published',
-        { version: 0, ...published.get(0)! },
         { runId, step: 0, policyVersion: 0 },
       ),
     );

@@ -1,0 +1,92 @@
+/**
+ * Issue 7 acceptance (cluster): two rollout worker processes serve a run whose orchestrator runs
+ * only the services; one worker is SIGKILLed mid-step. The step completes, no rollout is lost or
+ * counted twice (its rollouts are redelivered to the other worker), and the log audits clean.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstream } from '@nats-io/jetstream';
+import t from 'tap';
+import { COMMAND_STREAM, rolloutConsumerName } from '../src/actors/dispatch.js';
+import { runTraining } from '../src/actors/orchestrator.js';
+import { auditRun } from '../src/audit/audit.js';
+import type { AkbeEvent } from '../src/events/catalog.js';
+import { EventStore } from '../src/events/store.js';
+import { startCli, until } from './helpers/cli-process.js';
+import { withNats } from './helpers/nats.js';
+import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
+
+t.test('a rollout worker killed mid-step: the step completes and every rollout counts once', async (t) => {
+  const fx = await tinyRunFixture();
+  const nats = await withNats(t);
+  const store = await EventStore.open(nats.nc);
+  const home = mkdtempSync(join(tmpdir(), 'akbe-cluster-'));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  const runId = 'cluster1';
+  const spec = tinySpec(fx, { steps: 1, batchQuestions: 3, gWithTool: 2, gNoTool: 2 });
+  const worker = () =>
+    startCli([
+      'worker',
+      '--run-id',
+      runId,
+      '--role',
+      'rollout',
+      '--concurrency',
+      '2',
+      '--nats',
+      nats.server.url,
+      '--home',
+      home,
+    ]);
+  // Worker 0 serves alone at first, so it holds rollouts in flight when it is killed.
+  const workers = [worker()];
+  t.teardown(() => {
+    for (const [i, w] of workers.entries()) {
+      w.child.kill('SIGKILL');
+      if (!t.passing()) process.stderr.write(`--- worker ${i}:\n${w.output()}\n`);
+    }
+  });
+  const started = async () => {
+    let n = 0;
+    for await (const { event } of store.replay(runId)) if (event.type === 'rollout.started') n++;
+    return n;
+  };
+  const killer = (async () => {
+    await until('worker 0 serving', () => /serving run/.test(workers[0].output()), 180_000);
+    await until('worker 0 rolling out', async () => (await started()) >= 1, 120_000);
+    workers[0].child.kill('SIGKILL');
+    const code = await workers[0].exited;
+    workers.push(worker());
+    return code;
+  })();
+  const training = runTraining({
+    nc: nats.nc,
+    js: jetstream(nats.nc),
+    store,
+    runId,
+    spec,
+    runDir: join(home, 'runs', runId),
+    roles: ['search', 'policy', 'trainer'],
+    dispatch: { ackWaitMs: 4_000, maxDeliver: 10 },
+    threads: 1,
+  });
+  const result = await training;
+  t.equal(await killer, null, 'worker 0 died of SIGKILL');
+  t.equal(result.steps, 1, 'the step completed');
+
+  const events: AkbeEvent[] = [];
+  for await (const { event } of store.replay(runId)) events.push(event);
+  const rollouts = events.filter((e) => e.type === 'rollout.completed');
+  const perStep = spec.train.batchQuestions * (spec.train.gWithTool + spec.train.gNoTool);
+  t.equal(rollouts.length, perStep, 'every rollout stored once');
+  t.equal(new Set(rollouts.map((e) => e.meta.rolloutId)).size, perStep, 'no rollout lost or duplicated');
+  const info = await store.jsm.consumers.info(COMMAND_STREAM, rolloutConsumerName(runId));
+  t.equal(info.num_ack_pending, 0, 'every command acked');
+  t.ok(info.num_redelivered >= 1, `the killed worker's rollouts were redelivered (${info.num_redelivered})`);
+  const audit = auditRun(events);
+  t.same(audit.mismatches, [], 'the log audits clean');
+  t.equal(audit.checked.rollouts, perStep);
+  workers[1].child.kill('SIGTERM');
+  await workers[1].exited;
+});

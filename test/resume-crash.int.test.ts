@@ -1,0 +1,98 @@
+/**
+ * Issue 7 acceptance (resume): `akbe train` is SIGKILLed after step 1 of 3 has been published;
+ * a resumed orchestrator continues from the log (rollouts already stored are not redone, the
+ * policy version comes from the checkpoint store), the run finishes, and the log audits clean.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstream } from '@nats-io/jetstream';
+import t from 'tap';
+import { runTraining } from '../src/actors/orchestrator.js';
+import { readRunSpec } from '../src/actors/roles.js';
+import { auditRun } from '../src/audit/audit.js';
+import type { AkbeEvent } from '../src/events/catalog.js';
+import { EventStore } from '../src/events/store.js';
+import { startCli, until } from './helpers/cli-process.js';
+import { withNats } from './helpers/nats.js';
+import { TINY_TRAIN, tinyRunFixture } from './helpers/tiny-run.js';
+
+t.test(
+  'an orchestrator killed after step 1 of 3 resumes from the log and the run finishes clean',
+  async (t) => {
+    const fx = await tinyRunFixture();
+    const nats = await withNats(t);
+    const store = await EventStore.open(nats.nc);
+    const home = mkdtempSync(join(tmpdir(), 'akbe-resume-'));
+    t.teardown(() => rmSync(home, { recursive: true, force: true }));
+    const runId = 'resume1';
+    const config = join(home, 'tiny.json');
+    writeFileSync(
+      config,
+      JSON.stringify({ ...TINY_TRAIN, steps: 3, world: fx.worldDir, policy: fx.policyDir, evalQuestions: 0 }),
+    );
+    const published = async () => {
+      const versions: number[] = [];
+      for await (const { event } of store.replay(runId))
+        if (event.type === 'policy.published') versions.push(event.data.version);
+      return versions;
+    };
+    const first = startCli([
+      'train',
+      '--config',
+      config,
+      '--run-id',
+      runId,
+      '--nats',
+      nats.server.url,
+      '--home',
+      home,
+      '--concurrency',
+      '8',
+    ]);
+    t.teardown(() => first.child.kill('SIGKILL'));
+    await until('version 1 published', async () => (await published()).includes(1), 240_000);
+    first.child.kill('SIGKILL');
+    t.equal(await first.exited, null, 'the orchestrator died of SIGKILL');
+    t.notOk((await published()).includes(3), 'the run was not finished when it was killed');
+
+    const spec = await readRunSpec(store, runId);
+    const result = await runTraining({
+      nc: nats.nc,
+      js: jetstream(nats.nc),
+      store,
+      runId,
+      spec,
+      runDir: join(home, 'runs', runId),
+      resume: true,
+      concurrency: 8,
+      threads: 1,
+    });
+    t.ok(
+      result.resumedFrom && result.resumedFrom.version >= 1,
+      `resumed from v${result.resumedFrom?.version}`,
+    );
+    t.equal(result.steps, 3);
+    t.equal(result.policyVersion, 3);
+
+    const events: AkbeEvent[] = [];
+    for await (const { event } of store.replay(runId)) events.push(event);
+    const count = (type: AkbeEvent['type']) => events.filter((e) => e.type === type).length;
+    const perStep = spec.train.batchQuestions * (spec.train.gWithTool + spec.train.gNoTool);
+    const rollouts = events.filter((e) => e.type === 'rollout.completed');
+    t.equal(rollouts.length, 3 * perStep, 'every rollout of the 3 steps stored once');
+    t.equal(new Set(rollouts.map((e) => e.meta.rolloutId)).size, 3 * perStep);
+    t.ok(
+      rollouts.every((e) => e.meta.policyVersion === e.meta.step),
+      'on-policy across the crash',
+    );
+    t.equal(count('learner.step'), 3);
+    t.equal(count('boundary.labeled'), 3 * spec.train.batchQuestions, 'labels written once');
+    t.equal(count('run.started'), 1);
+    t.same(await published(), [1, 2, 3]);
+    t.equal(events.find((e) => e.type === 'run.finished')?.data.status, 'completed');
+    const audit = auditRun(events);
+    t.same(audit.mismatches, [], 'the resumed log audits clean');
+    t.equal(audit.checked.steps, 3);
+  },
+);
