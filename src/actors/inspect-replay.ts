@@ -10,7 +10,7 @@
  * and `rollout.completed.segments` (the turn texts the rollout machine parses).
  */
 import { createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
-import { recomputeOutcome, settingsOf } from '../audit/recompute.js';
+import { configOf, recomputeOutcome, settingsOf } from '../audit/recompute.js';
 import type { RolloutLog, RunLog } from '../audit/run-log.js';
 import { seqOf } from '../audit/run-log.js';
 import { type AkbeFact, finishReasonOf } from '../machines/facts.js';
@@ -65,7 +65,7 @@ export function runInputFromLog(log: RunLog): RunInput {
   const started = log.started;
   if (!started) throw new ReplayUnavailableError('the run has no run.started event: nothing to re-play');
   const s = settingsOf(started);
-  const cfg = started.data.config as Record<string, unknown>;
+  const cfg = configOf(started);
   const poolSize = s.questionPoolSize;
   if (poolSize === undefined)
     throw new ReplayUnavailableError(
@@ -182,7 +182,7 @@ export function recordedMachines(log: RunLog) {
     return {
       version: learner.data.policyVersionAfter,
       metrics: { ...scalars, ...(tp === null ? {} : { tp }) },
-      checkpoint: log.steps.get(input.step)?.published?.data.checkpoint,
+      checkpoint: log.published.get(learner.data.policyVersionAfter)?.data.checkpoint,
     };
   });
   return runMachine.provide({

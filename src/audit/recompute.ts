@@ -39,8 +39,15 @@ export function learnerAlgo(name: string): 'grpo' | 'akbe' {
   return /akbe/i.test(name) ? 'akbe' : 'grpo';
 }
 
+/** run.started.config with flat TrainConfig keys; a nested `train` section fills what the top lacks. */
+export function configOf(started: EventOf<'run.started'> | undefined): Record<string, unknown> {
+  const raw = (started?.data.config ?? {}) as Record<string, unknown>;
+  const nested = raw.train && typeof raw.train === 'object' ? (raw.train as Record<string, unknown>) : {};
+  return { ...nested, ...raw };
+}
+
 export function settingsOf(started: EventOf<'run.started'> | undefined): AuditSettings {
-  const cfg = (started?.data.config ?? {}) as Record<string, unknown>;
+  const cfg = configOf(started);
   const defaulted: string[] = [];
   const pick = <T>(key: string, ok: (v: unknown) => boolean, fallback: T): T => {
     if (ok(cfg[key])) return cfg[key] as T;

@@ -29,7 +29,6 @@ export interface StepLog {
   /** By questionId, in the order first seen. */
   questions: Map<string, QuestionLog>;
   learner?: EventOf<'learner.step'>;
-  published?: EventOf<'policy.published'>;
 }
 
 export interface RunLog {
@@ -37,6 +36,8 @@ export interface RunLog {
   started?: EventOf<'run.started'>;
   /** By step number, ascending. */
   steps: Map<number, StepLog>;
+  /** policy.published by version (0 = the initial policy, k+1 = after step k). */
+  published: Map<number, EventOf<'policy.published'>>;
   finished?: EventOf<'run.finished'>;
   /** Events recorded twice (same type and identity); the first one is kept. */
   duplicates: AkbeEvent[];
@@ -47,7 +48,7 @@ export interface RunLog {
 export const seqOf = (e: { meta: { seq?: number } } | undefined): number => e?.meta.seq ?? 0;
 
 export function emptyRunLog(): RunLog {
-  return { runId: null, steps: new Map(), duplicates: [], events: 0 };
+  return { runId: null, steps: new Map(), published: new Map(), duplicates: [], events: 0 };
 }
 
 function stepOf(log: RunLog, step: number): StepLog {
@@ -104,11 +105,9 @@ export function addEvent(log: RunLog, e: AkbeEvent): RunLog {
       keep(s.learner, () => (s.learner = e));
       break;
     }
-    case 'policy.published': {
-      const s = stepOf(log, e.meta.step);
-      keep(s.published, () => (s.published = e));
+    case 'policy.published':
+      keep(log.published.get(e.data.version), () => log.published.set(e.data.version, e));
       break;
-    }
     case 'question.assigned': {
       const q = questionOf(log, e.meta.step, e.meta.questionId);
       keep(q.assigned, () => (q.assigned = e));

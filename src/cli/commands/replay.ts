@@ -85,7 +85,8 @@ async function decodeMissingTexts(ctx: CommandContext, log: RunLog): Promise<voi
       [...q.rollouts.values()].some((r) => r.completed && !r.completed.data.segments),
     ),
   );
-  const worldDir = (log.started?.data.config as Record<string, unknown> | undefined)?.worldDir;
+  const { configOf } = await import('../../audit/recompute.js');
+  const worldDir = configOf(log.started).worldDir;
   if (!missing || typeof worldDir !== 'string') return;
   const { readWorldTokenizer } = await import('../../world/files.js');
   const { fillSegments } = await import('../../audit/segments.js');
