@@ -66,7 +66,7 @@ function scripted(
     reqs.map((r) => {
       const text = tok.decode(r.prompt);
       const q = [...byPrompt.entries()].find(([question]) => text.includes(question))![1];
-      const noTool = text.startsWith('Answer from memory.');
+      const noTool = text.includes('Answer from memory.');
       const searched = text.includes('<information>');
       const f = world.index.factById.get(q.facts[0])!;
       const query = `${world.index.name(f.subject)} ${f.relation === 'born_in' ? 'born' : 'facts'}`;

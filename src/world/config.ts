@@ -62,8 +62,8 @@ export interface MixConfig {
 
 export const DEFAULT_MIX: MixConfig = {
   searchKnown: 0.5, // coin flip: the base searches on about half of the questions it knows
-  searchUnknown: 0.75, // under-searches somewhat on unknown ones: what GRPO escalates and AKBE keeps
-  withToolPerQuestion: 2, // two independent coin flips per question: a per-question rate, not a rule
+  searchUnknown: 0.8, // under-searches somewhat on unknown ones: what GRPO escalates and AKBE keeps
+  withToolPerQuestion: 3, // independent draws per question: a per-question rate, not a rule
   withToolPerDemoQuestion: 3, // reading observations is the skill unknown questions need
   noToolPerQuestion: 2,
   factSequenceTokens: 64,

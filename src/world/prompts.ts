@@ -1,10 +1,10 @@
 /**
  * Prompt templates of the two rollout paths, in our own words, sized for a tiny model: a few
- * instruction tokens then the question. The two instructions share no word, so the first tokens
+ * instruction tokens after the question. The two instructions share no word, so the last tokens
  * of the prompt tell the policy which path it is on.
  *
- *   with-tool:  <bos> Search up to 6 times. <question>
- *   no-tool:    <bos> Answer from memory. <question>
+ *   with-tool:  <bos> <question> Search up to 6 times.
+ *   no-tool:    <bos> <question> Answer from memory.
  *
  * The response grammar the policy learns in pretraining (and that src/rl/format.ts checks):
  *   with-tool:  <think> … </think> ( <search> q </search> <information> Doc 1(Title: t) … </information> )*
@@ -29,9 +29,13 @@ export const INSTRUCTIONS: Record<PromptPath, string> = {
 /** Strings that end a generate call: the environment acts after each. */
 export const STOP_STRINGS = ['</search>', '</answer>'] as const;
 
-/** The prompt text (without `<bos>`). */
+/**
+ * The prompt text (without `<bos>`): the question, then the instruction. The instruction comes
+ * last so that it sits next to the first response token: a 2-layer base conditioned on a path
+ * marker at the start of the prompt drifted towards the no-tool behaviour as it memorised facts.
+ */
 export function promptText(path: PromptPath, question: string): string {
-  return `${INSTRUCTIONS[path]} ${question}`;
+  return `${question} ${INSTRUCTIONS[path]}`;
 }
 
 /** The prompt's token ids: `<bos>` then the instruction and the question. */
