@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { jetstream } from '@nats-io/jetstream';
 import t from 'tap';
+import { WebSocket } from 'ws';
+import { startInspector } from '../src/actors/inspect.js';
 import { replayRun } from '../src/actors/inspect-replay.js';
 import { runTraining } from '../src/actors/orchestrator.js';
 import { auditRunLog } from '../src/audit/audit.js';
@@ -29,6 +31,13 @@ const nats = await withNats(t);
 const store = await EventStore.open(nats.nc);
 const runDir = mkdtempSync(join(tmpdir(), 'akbe-audit-train-'));
 t.teardown(() => rmSync(runDir, { recursive: true, force: true }));
+// The live inspector is attached to the real run, with a plain WebSocket viewer on the relay.
+const insp = await startInspector({ port: 0 });
+const viewer = new WebSocket(insp.wsUrl);
+const seen: Array<{ type: string; sessionId: string; definition?: string }> = [];
+viewer.on('message', (d) => seen.push(JSON.parse(String(d))));
+await new Promise((r) => viewer.once('open', r));
+const viewerClosed = new Promise((r) => viewer.once('close', r));
 await runTraining({
   nc: nats.nc,
   js: jetstream(nats.nc),
@@ -38,9 +47,31 @@ await runTraining({
   runDir,
   concurrency: 8,
   threads: 1,
+  inspect: insp.inspect,
 });
+await insp.close();
+await viewerClosed;
 const events: AkbeEvent[] = [];
 for await (const { event } of store.replay('real')) events.push(event);
+
+t.test(
+  "live: the inspector relay carried the real run's run, question, rollout and learner machines",
+  async (t) => {
+    const kind = new Map<string, string>();
+    for (const m of seen)
+      if (m.type === '@xstate.actor' && m.definition) kind.set(m.sessionId, JSON.parse(m.definition).id);
+    const count = (id: string) => [...kind.values()].filter((k) => k === id).length;
+    t.equal(count('run'), 1);
+    t.equal(count('learner'), 1);
+    t.equal(count('question'), 2 * 2, 'B questions x 2 steps');
+    t.equal(count('rollout'), 2 * 2 * 4, 'x (G_wt + G_nt), run by the rollout worker role');
+    for (const id of ['run', 'question', 'rollout', 'learner'])
+      t.ok(
+        seen.some((m) => m.type === '@xstate.snapshot' && kind.get(m.sessionId) === id),
+        `${id} snapshots`,
+      );
+  },
+);
 
 t.test('a real training run audits clean', async (t) => {
   const log = foldRunLog(events);
