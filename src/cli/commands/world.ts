@@ -65,7 +65,7 @@ export const worldCommands: CommandSpec[] = [
     flags: {
       world: { type: 'string', value: 'DIR', description: 'world directory (akbe world build)' },
       out: { type: 'string', value: 'DIR', description: 'checkpoint directory' },
-      steps: { type: 'string', value: 'N', description: 'optimizer steps', default: '800' },
+      steps: { type: 'string', value: 'N', description: 'optimizer steps', default: '2000' },
       batch: { type: 'string', value: 'N', description: 'sequences per step', default: '64' },
       lr: {
         type: 'string',
