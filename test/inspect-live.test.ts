@@ -2,7 +2,7 @@ import { createWebSocketReceiver } from '@statelyai/inspect';
 import t from 'tap';
 import { WebSocket } from 'ws';
 import { createActor, fromPromise, toPromise } from 'xstate';
-import { compactForInspector, startInspector } from '../src/actors/inspect.js';
+import { compactForInspector, connectInspector, startInspector } from '../src/actors/inspect.js';
 import { InspectorPortInUseError } from '../src/actors/inspect-relay.js';
 import { learnerMachine, type TrainRequest, type TrainResult } from '../src/machines/learner.js';
 import { questionMachine } from '../src/machines/question.js';
@@ -185,6 +185,25 @@ t.test("@statelyai/inspect's own WebSocket receiver reads the relay (same wire f
   await insp.close(); // also ends the receiver's socket, which has no close of its own
   t.ok(got.some((e) => e.type === '@xstate.actor'));
   t.ok(got.some((e) => e.type === '@xstate.snapshot'));
+});
+
+t.test("a second process's machines join the same inspector through connectInspector", async (t) => {
+  const insp = await startInspector({ port: 0 });
+  t.teardown(() => insp.close());
+  const v = await viewer(insp.wsUrl);
+  const worker = connectInspector(insp.wsUrl); // as a rollout worker of a cluster would
+  const { machine, input } = tinyRun();
+  const a = createActor(machine, { input, inspect: insp.inspect });
+  const b = createActor(machine, { input, inspect: worker.inspect });
+  a.start();
+  b.start();
+  await Promise.all([toPromise(a), toPromise(b)]);
+  await worker.close();
+  await insp.close();
+  await v.closed;
+  const runs = v.msgs.filter((m) => m.type === '@xstate.actor' && machineOf(m) === 'run');
+  t.equal(runs.length, 2, 'both run actors, from both clients');
+  t.equal(v.msgs.length, insp.sent + worker.sent);
 });
 
 t.test('payloads are compacted: typed arrays and long lists summarised, cycles cut', async (t) => {

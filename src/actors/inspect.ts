@@ -185,23 +185,27 @@ function openBrowser(url: string): void {
   }
 }
 
-/** Starts the relay and an inspector client connected to it. */
-export async function startInspector(opts: StartInspectorOptions = {}): Promise<InspectorHandle> {
-  const relay: InspectorRelay = await startInspectorRelay({
-    port: opts.port,
-    host: opts.host,
-    inspectorUrl: opts.inspectorUrl,
-  });
-  const adapter = new RelayClientAdapter(relay.wsUrl);
+export interface InspectorClient extends AsyncDisposable {
+  /** Pass to `createActor(machine, { inspect })` of every root actor (a plain callback). */
+  readonly inspect: (event: InspectionEvent) => void;
+  /** Inspection events sent so far. */
+  readonly sent: number;
+  /** Sends what is queued (at most 2 s) and disconnects. */
+  close(): Promise<void>;
+}
+
+/**
+ * An inspector client of a relay that runs elsewhere, e.g. in a rollout worker process of a
+ * cluster pointed at the `akbe train --inspect` relay (`ws://trainer-host:8080`): its machines
+ * then appear in the same inspector as the run's.
+ */
+export function connectInspector(wsUrl: string): InspectorClient {
+  const adapter = new RelayClientAdapter(wsUrl);
   const inspector = createInspector(adapter);
   inspector.start();
-  if (opts.open) openBrowser(relay.url);
   let closing: Promise<void> | null = null;
-  const handle: InspectorHandle = {
+  const client: InspectorClient = {
     inspect: (event) => inspector.inspect.next?.(event),
-    url: relay.url,
-    wsUrl: relay.wsUrl,
-    port: relay.port,
     get sent() {
       return adapter.sent;
     },
@@ -211,6 +215,37 @@ export async function startInspector(opts: StartInspectorOptions = {}): Promise<
         await new Promise((r) => setTimeout(r, 5));
         await adapter.flush();
         await adapter.close();
+      })();
+      return closing;
+    },
+    [Symbol.asyncDispose]() {
+      return client.close();
+    },
+  };
+  return client;
+}
+
+/** Starts the relay and an inspector client connected to it. */
+export async function startInspector(opts: StartInspectorOptions = {}): Promise<InspectorHandle> {
+  const relay: InspectorRelay = await startInspectorRelay({
+    port: opts.port,
+    host: opts.host,
+    inspectorUrl: opts.inspectorUrl,
+  });
+  const client = connectInspector(relay.wsUrl);
+  if (opts.open) openBrowser(relay.url);
+  let closing: Promise<void> | null = null;
+  const handle: InspectorHandle = {
+    inspect: client.inspect,
+    url: relay.url,
+    wsUrl: relay.wsUrl,
+    port: relay.port,
+    get sent() {
+      return client.sent;
+    },
+    close() {
+      closing ??= (async () => {
+        await client.close();
         await relay.close();
       })();
       return closing;
