@@ -6,8 +6,8 @@
  * one durable consumer `rollout-<run>` (explicit ack, ack wait, max deliver): a worker acks a
  * rollout only after its `rollout.completed` event is stored; a worker that dies stops sending
  * progress heartbeats, so its rollout is redelivered to another worker after the ack wait.
- * The command's Nats-Msg-Id is `<run>:<rolloutId>` (a re-dispatch within the duplicate window is
- * stored once).
+ * The command's Nats-Msg-Id is `<run>:<rolloutId>:<epoch>` (a re-dispatch by the same orchestrator
+ * within the duplicate window is stored once; a resumed orchestrator has a new epoch).
  *
  * Completions: the orchestrator does not trust replies, it reads the log. A `CompletionWatcher`
  * follows `akbe.<run>.evt.rollout.completed` and resolves each rollout id once, from its first
@@ -107,9 +107,13 @@ export async function purgeRolloutCommands(jsm: JetStreamManager, runId: string)
   return r.purged;
 }
 
-export async function dispatchRollout(js: JetStreamClient, cmd: RolloutCommand): Promise<void> {
+/**
+ * `epoch` names the orchestrator instance: a resumed orchestrator re-dispatches what its crashed
+ * predecessor's purged commands held, and must not be swallowed by their dedupe ids.
+ */
+export async function dispatchRollout(js: JetStreamClient, cmd: RolloutCommand, epoch = 0): Promise<void> {
   await js.publish(commandSubject(cmd.runId, 'rollout'), pack(cmd), {
-    msgID: `${cmd.runId}:${cmd.input.rolloutId}`,
+    msgID: `${cmd.runId}:${cmd.input.rolloutId}:${epoch}`,
   });
 }
 

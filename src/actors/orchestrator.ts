@@ -162,6 +162,8 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
   const cfg: TrainConfig = spec.train;
   const log = o.log ?? (() => undefined);
   const started = performance.now();
+  // Dispatch epoch: a resumed orchestrator's commands must not collide with the purged ones' ids.
+  const epoch = Date.now();
 
   // ---- where the run stands ----------------------------------------------------------------
   const state = await readLog(store, runId);
@@ -279,7 +281,7 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
 
     const rollout = fromPromise<RolloutResult, RolloutInput>(async ({ input }) => {
       const step = stepOfRolloutId(input.rolloutId) ?? 0;
-      if (!watcher.has(input.rolloutId)) await dispatchRollout(js, { runId, step, input });
+      if (!watcher.has(input.rolloutId)) await dispatchRollout(js, { runId, step, input }, epoch);
       const result = await watcher.wait(input.rolloutId);
       const done = (perStep.get(step) ?? 0) + 1;
       perStep.set(step, done);

@@ -2,7 +2,8 @@
  * `akbe demo` (what `npm start` runs): trains AKBE for a few steps on the default world and base
  * policy and prints a before/after table of EM, TC and TP per split. No setup: it starts its own
  * nats-server when none is configured, and builds the default world and base policy on first run
- * (cached under <home>/demo: `akbe world build --seed 0`, then `akbe pretrain` with the defaults).
+ * (cached as <home>/world and <home>/base: `akbe world build --seed 0`, then `akbe pretrain` with
+ * its defaults; docs/world.md).
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -55,8 +56,9 @@ const demo: CommandSpec = {
       throw new UsageError(`--run must be 1-64 characters from [A-Za-z0-9_-], got '${runId}'`);
     const { akbeHome } = await import('../../actors/connection.js');
     const home = (ctx.flags.home as string | undefined) ?? akbeHome();
-    const worldDir = join(home, 'demo', 'world');
-    const baseDir = join(home, 'demo', 'base');
+    // The world's documented locations (docs/world.md): a base built by hand is used as is.
+    const worldDir = join(home, 'world');
+    const baseDir = join(home, 'base');
     const err = ctx.err as NodeJS.WritableStream & { isTTY?: boolean };
 
     // ---- the default world and base policy, built once --------------------------------------
@@ -68,7 +70,7 @@ const demo: CommandSpec = {
       await writeWorld(generateWorld({ ...DEFAULT_WORLD, seed: 0 }), worldDir);
       err.write(`demo: world built (${secs()})\n`);
     }
-    if (!existsSync(join(baseDir, 'model.safetensors')) || !existsSync(join(baseDir, 'pretrain.json'))) {
+    if (!existsSync(join(baseDir, 'model.safetensors'))) {
       err.write(`demo: pretraining the base policy into ${baseDir} (first run only; resumable)\n`);
       const { DEFAULT_PRETRAIN } = await import('../../world/pretrain.js');
       const { runPretrain } = await import('../../world/pretrain-run.js');

@@ -71,7 +71,10 @@ const worker: CommandSpec = {
       }, 2_000);
     });
     await started.stop();
-    ctx.err.write(`worker ${process.pid}: stopped (${started.rollout?.stats.completed ?? 0} rollouts)\n`);
+    const stats = started.rollout?.stats;
+    ctx.err.write(
+      `worker ${process.pid}: stopped (${stats?.completed ?? 0} rollouts, ${stats?.redelivered ?? 0} redelivered to it)\n`,
+    );
     return 0;
   },
 };
