@@ -205,7 +205,15 @@ export function connectInspector(wsUrl: string): InspectorClient {
   inspector.start();
   let closing: Promise<void> | null = null;
   const client: InspectorClient = {
-    inspect: (event) => inspector.inspect.next?.(event),
+    // Snapshots are compacted BEFORE @statelyai/inspect serialises them whole: the run machine's
+    // context holds the question pool and each relayed fact makes a run snapshot, so serialising
+    // it uncut would cost megabytes per fact.
+    inspect: (event) =>
+      inspector.inspect.next?.(
+        event.type === '@xstate.snapshot'
+          ? ({ ...event, snapshot: compactForInspector(event.snapshot) } as InspectionEvent)
+          : event,
+      ),
     get sent() {
       return adapter.sent;
     },
