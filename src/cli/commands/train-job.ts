@@ -135,6 +135,8 @@ export interface TrainJobOptions {
   concurrency: number;
   threads: number;
   device: 'cpu' | 'webgpu' | 'cuda' | 'auto';
+  /** xstate inspection of every machine of the run (run, questions, rollouts, learner). */
+  inspect?: (event: import('xstate').InspectionEvent) => void;
   /** Roles this process runs (default all). */
   roles?: Array<'rollout' | 'policy' | 'search' | 'trainer'>;
   out: NodeJS.WritableStream;
@@ -216,6 +218,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     spec,
     runDir: join(home, 'runs', o.runId),
     roles: o.roles,
+    inspect: o.inspect,
     resume: o.resume,
     concurrency: o.concurrency,
     threads: o.threads,
