@@ -3,10 +3,10 @@
  * observations, which are masked out of the loss). What each kind teaches:
  *
  *   wt-direct  with-tool, known fact: recite the fact in <think>, answer (always correct);
- *   wt-search  with-tool: "not sure", search, read the observation, recite, answer. On known facts
+ *   wt-search  with-tool: "Let me search.", search, read the observation, recite, answer. On known facts
  *              (a coin flip with wt-direct, so the base over-searches) and on the demonstration
  *              pool (whose passages it may read);
- *   wt-prefix  with-tool, unknown question entity: "not sure", then the search call, and the
+ *   wt-prefix  with-tool, unknown question entity: "Let me search.", then the search call, and the
  *              sequence ends there: the tail name appears in a question -> search context (so the
  *              policy learns to copy unfamiliar names into queries) without its facts or passages;
  *   wt-guess   with-tool, unknown fact: recite a wrong fact with confidence and answer it; the
@@ -97,7 +97,7 @@ export class DemoBuilder {
   private search(q: WorldQuestion, facts: Fact[]): Demo | null {
     const segments: Segment[] = [
       prompt('with-tool', q),
-      { text: `<think> ${THINK.unsure} </think>`, train: true },
+      { text: `<think> ${THINK.search} </think>`, train: true },
     ];
     for (const f of facts) {
       const query = RELATION_SPECS[f.relation].query(this.index.name(f.subject));
@@ -127,7 +127,7 @@ export class DemoBuilder {
       questionId: q.id,
       segments: [
         prompt('with-tool', q),
-        { text: `<think> ${THINK.unsure} </think> <search> ${query} </search>`, train: true },
+        { text: `<think> ${THINK.search} </think> <search> ${query} </search>`, train: true },
       ],
       eos: false,
     };

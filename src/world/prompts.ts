@@ -55,6 +55,10 @@ export function informationBlock(observation: string): string {
 
 /** Phrases the demonstrations use inside `<think>`. */
 export const THINK = {
-  /** Unsure: followed by a search (with-tool) or a guess (no-tool). */
+  /** With-tool, before a search. A phrase of its own (not `unsure`): when the with-tool search and
+   *  the no-tool guess shared "I am not sure.", the base tied that phrase to not knowing (which
+   *  decides it without tools) and searched on only ~0.2 of the questions it knew. */
+  search: 'Let me search.',
+  /** No-tool, before a guess. */
   unsure: 'I am not sure.',
 } as const;
