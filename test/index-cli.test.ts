@@ -56,6 +56,10 @@ t.test('bad flags are usage errors naming the flag', async (t) => {
     err: /--embedder e5 needs --model FILE and --vocab FILE/,
   });
   t.match(await run(['index', 'search', '--index', 'x']), { code: 2, err: /missing required flag --query/ });
+  t.match(await run(['index', 'serve', '--index', 'x', '--http-only']), {
+    code: 2,
+    err: /--http-only needs --http PORT/,
+  });
   t.match(await run(['index', 'serve', '--index', 'x', '--run', 'a.b', '--http', '0']), {
     code: 2,
     err: /--run 'a\.b' must be one NATS subject token/,

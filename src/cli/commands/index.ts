@@ -157,7 +157,7 @@ const search: CommandSpec = {
 const serve: CommandSpec = {
   path: ['index', 'serve'],
   summary:
-    'Serve an index: NATS akbe.<run>.svc.search (via NATS_URL or --nats) and/or Search-R1 POST /retrieve (--http)',
+    'Serve an index on NATS akbe.<run>.svc.search (--nats, NATS_URL, a running `akbe nats up`, or an embedded server) and optionally Search-R1 POST /retrieve (--http)',
   flags: {
     index: { type: 'string', value: 'DIR', description: 'index directory' },
     http: {
@@ -166,7 +166,12 @@ const serve: CommandSpec = {
       description: 'also serve POST /retrieve on this port (0 = any free port)',
     },
     host: { type: 'string', value: 'HOST', description: 'HTTP bind address', default: '127.0.0.1' },
-    nats: { type: 'string', value: 'URL', description: 'NATS server (default: $NATS_URL)' },
+    nats: {
+      type: 'string',
+      value: 'URL',
+      description: 'NATS server (default: $NATS_URL, then akbe nats up, then embedded)',
+    },
+    'http-only': { type: 'boolean', description: 'serve only the HTTP endpoint (no NATS)' },
     run: {
       type: 'string',
       value: 'ID',
@@ -179,13 +184,10 @@ const serve: CommandSpec = {
   async run(ctx) {
     const dir = requireString(ctx, 'index');
     const port = intFlag(ctx, 'http', { min: 0, max: 65535 });
-    const natsUrl = optionalString(ctx, 'nats') ?? process.env.NATS_URL;
+    const httpOnly = ctx.flags['http-only'] === true;
     const runId = requireString(ctx, 'run');
     const ef = intFlag(ctx, 'ef', { min: 1, max: 100000 })!;
-    if (port === undefined && !natsUrl)
-      throw new UsageError(
-        'nothing to serve: set NATS_URL (or --nats URL; `akbe nats up` starts a server) and/or pass --http PORT',
-      );
+    if (httpOnly && port === undefined) throw new UsageError('--http-only needs --http PORT');
     const { searchSubject, SearchService } = await import('../../index/service.js');
     try {
       searchSubject(runId);
@@ -200,19 +202,20 @@ const serve: CommandSpec = {
     });
     const stops: Array<() => Promise<void>> = [() => searcher.close()];
     try {
-      if (natsUrl) {
-        const { connect } = await import('@nats-io/transport-node');
-        const nc = await connect({ servers: natsUrl, name: `akbe-search-${runId}` }).catch((e) => {
-          throw new Error(
-            `cannot connect to NATS at ${natsUrl}: ${(e as Error).message} (start one with akbe nats up, or fix NATS_URL/--nats)`,
-          );
+      if (!httpOnly) {
+        const { connectAkbeNats } = await import('../../actors/connection.js');
+        const nats = await connectAkbeNats({
+          url: optionalString(ctx, 'nats'),
+          name: `akbe-search-${runId}`,
         });
-        const service = SearchService.start(nc, searcher, { runId });
+        const service = SearchService.start(nats.nc, searcher, { runId });
         stops.unshift(async () => {
           await service.stop();
-          await nc.close();
+          await nats.close();
         });
-        ctx.out.write(`search service on ${natsUrl} subject ${service.subject} (queue group search)\n`);
+        ctx.out.write(
+          `search service on ${nats.url} (${nats.source}) subject ${service.subject} (queue group search)\n`,
+        );
       }
       if (port !== undefined) {
         const { startRetrievalHttpServer } = await import('../../index/http.js');
