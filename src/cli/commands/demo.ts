@@ -12,8 +12,8 @@ import { type CommandSpec, intFlag, UsageError } from '../command.js';
 /** The demo's run: configs/default.yaml at a size that fits 15 minutes on 2 cores. */
 export const DEMO_CONFIG = {
   algo: 'akbe',
-  steps: 3,
-  batchQuestions: 8,
+  steps: 8,
+  batchQuestions: 16,
   miniBatchQuestions: 4,
   gWithTool: 8,
   gNoTool: 4,
@@ -24,7 +24,7 @@ export const DEMO_CONFIG = {
   lr: 3e-4,
   seed: 0,
   topK: 3,
-  evalQuestions: 24,
+  evalQuestions: 96,
   evalSplits: ['dev', 'test'],
 };
 
