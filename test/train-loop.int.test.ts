@@ -48,10 +48,11 @@ t.test(
 
     const started = of('run.started');
     t.equal(started.length, 1);
-    t.equal(
-      (started[0].data.config.train as { gWithTool: number }).gWithTool,
-      2,
-      'the whole config is logged',
+    t.equal(started[0].data.config.gWithTool, 2, 'the whole config is logged');
+    t.same(
+      runSpecOf(started[0].data.config).train,
+      spec.train,
+      'the run spec round-trips through run.started',
     );
     t.equal(started[0].data.seeds.run, 7);
 

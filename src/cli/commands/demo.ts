@@ -9,6 +9,9 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { type CommandSpec, intFlag, UsageError } from '../command.js';
 
+/** Pretraining steps of the demo's base when it must build one (akbe pretrain's default: 2000). */
+export const DEMO_PRETRAIN_STEPS = 600;
+
 /** The demo's run: configs/default.yaml at a size that fits 15 minutes on 2 cores. */
 export const DEMO_CONFIG = {
   algo: 'akbe',
@@ -78,7 +81,9 @@ const demo: CommandSpec = {
       await runPretrain({
         worldDir,
         outDir: baseDir,
-        config: DEFAULT_PRETRAIN,
+        // Shorter than `akbe pretrain`'s default so that a first `npm start` fits 15 minutes on
+        // 2 cores; `akbe pretrain --world W --out B --resume --steps 2000` continues it later.
+        config: { ...DEFAULT_PRETRAIN, steps: DEMO_PRETRAIN_STEPS },
         resume: existsSync(join(baseDir, 'pretrain.json')),
         checkpointEvery: 100,
         logEvery: 100,
