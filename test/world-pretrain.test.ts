@@ -104,7 +104,7 @@ t.test('tail names appear in question -> search contexts, without facts', async 
 });
 
 t.test(
-  'with-tool demonstrations search on about half the known and ~3/4 of the unknown questions',
+  'with-tool demonstrations search at the configured rates on known and unknown questions',
   async (t) => {
     const byId = new Map(world.questions.map((q) => [q.id, q]));
     const rate = (known: boolean) => {
