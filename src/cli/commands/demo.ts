@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { type CommandSpec, intFlag, UsageError } from '../command.js';
 
 /** Pretraining steps of the demo's base when it must build one (akbe pretrain's default: 2000). */
-export const DEMO_PRETRAIN_STEPS = 600;
+export const DEMO_PRETRAIN_STEPS = 1200;
 
 /** The demo's run: configs/default.yaml at a size that fits 15 minutes on 2 cores. */
 export const DEMO_CONFIG = {
