@@ -43,7 +43,7 @@ import {
 } from './dispatch.js';
 import { EventSink, factToEvent, type StepTiming, stepOfRolloutId } from './event-sink.js';
 import { type Role, type RunSpec, type StartedRoles, startRoles } from './roles.js';
-import { requestTrain } from './trainer-service.js';
+import { requestTrain, trainProgressSubject } from './trainer-service.js';
 
 export class ResumeError extends Error {
   constructor(
@@ -75,6 +75,8 @@ export interface TrainingOptions {
   onFact?: (fact: AkbeFact) => void;
   /** A rollout of the current step finished (progress bars). */
   onRollout?: (step: number, done: number, total: number) => void;
+  /** The trainer finished optimizer update `done` of `total` of a step (progress bars). */
+  onTrainProgress?: (step: number, done: number, total: number) => void;
   /** A learner step finished: its line. */
   onStep?: (report: StepReport) => void;
   /** Hooks around the run (dev evaluation): called with the version then served. */
@@ -249,6 +251,7 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
   const roles = o.roles ?? ['search', 'policy', 'trainer', 'rollout'];
   let services: StartedRoles | null = null;
   const watcher = new CompletionWatcher(js, runId);
+  let stopProgress = () => {};
   try {
     services = await startRoles(nc, js, store, checkpoints, runId, spec, roles, {
       version: initialVersion,
@@ -259,6 +262,18 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
       log,
     });
     await watcher.start((err) => log(`completion watcher: ${err.message}`));
+    const progressSub = nc.subscribe(trainProgressSubject(runId), {
+      callback: (err, msg) => {
+        if (err) return;
+        try {
+          const p = msg.json<{ step: number; done: number; total: number }>();
+          o.onTrainProgress?.(p.step, p.done, p.total);
+        } catch {
+          // progress is best effort
+        }
+      },
+    });
+    stopProgress = () => progressSub.unsubscribe();
     await o.beforeRun?.({ nc, runId, version: initialVersion });
 
     // ---- timing per step, for the learner.step event and the step line ----------------------
@@ -383,6 +398,7 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
     await sink.flush().catch(() => undefined);
     throw err;
   } finally {
+    stopProgress();
     await watcher.stop().catch(() => undefined);
     await services?.stop();
   }

@@ -49,14 +49,19 @@ export class TrainRequestError extends Error {
 
 const MEAN_KEYS = ['loss', 'pgLoss', 'akbeLoss', 'gradNorm', 'clipFrac', 'approxKl', 'entropy'] as const;
 
+/** Where the trainer reports each optimizer update of a step: `{ step, done, total }` JSON. */
+export function trainProgressSubject(runId: string): string {
+  return `${serviceSubject(runId, 'train')}.progress`;
+}
+
 export class TrainerService implements AsyncDisposable {
   private readonly sub: Subscription;
   private queue: Promise<unknown> = Promise.resolve();
   private inFlight: Promise<void> | null = null;
 
   constructor(
-    nc: NatsConnection,
-    runId: string,
+    private readonly nc: NatsConnection,
+    private readonly runId: string,
     private readonly policy: PolicyHandle,
     private readonly checkpoints: CheckpointStore,
   ) {
@@ -113,6 +118,11 @@ export class TrainerService implements AsyncDisposable {
         const m: TrainMetrics = await this.policy.host.trainStep({ batch, hyper }, { transfer: true });
         for (const k of MEAN_KEYS) sums[k] = (sums[k] ?? 0) + m[k];
         updates++;
+        // Progress for whoever draws a bar (core NATS, not the log: it is not a fact of the run).
+        this.nc.publish(
+          trainProgressSubject(this.runId),
+          JSON.stringify({ step: req.step, done: updates, total: req.epochs * b.miniBatches.length }),
+        );
       }
     }
     const trainSeconds = (performance.now() - t0) / 1000;

@@ -174,7 +174,6 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
       );
     spec = { train: o.job.train, worldDir: o.job.world, basePolicy: o.job.policy, topK: o.job.topK };
   }
-  const cfg = spec.train;
   const context = async (dir: string) =>
     (JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')) as { n_positions: number }).n_positions;
   const n = await context(spec.basePolicy);
@@ -209,6 +208,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   let after: SplitScore[] = [];
   let bar: Progress | null = null;
   let barStep = -1;
+  let trainBar: Progress | null = null;
   const t0 = Date.now();
   const result = await runTraining({
     nc: nats.nc,
@@ -241,12 +241,17 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
         barStep = step;
       }
       bar?.tick();
-      if (done === total) {
-        bar?.finish();
-        o.err.write(
-          `step ${step} training (${cfg.batchQuestions / cfg.miniBatchQuestions} mini-batches x ${cfg.ppoEpochs} epoch(s))...\n`,
-        );
-      }
+      if (done === total) bar?.finish();
+    },
+    onTrainProgress: (step, done, total) => {
+      if (done === 1)
+        trainBar = new Progress(`step ${step} training`, {
+          total,
+          stream: o.err,
+          intervalMs: o.err.isTTY ? 100 : 10_000,
+        });
+      trainBar?.tick();
+      if (done === total) trainBar?.finish();
     },
     onStep: (r) => o.out.write(`${formatStepLine(r)}\n`),
   });
