@@ -100,24 +100,21 @@ t.test(
   },
 );
 
-t.test(
-  'the two prompt paths end in different instructions that share no word',
-  async (t) => {
-    const q = world.questions[0].question;
-    const wt = promptIds(tok, 'with-tool', q);
-    const nt = promptIds(tok, 'no-tool', q);
-    t.equal(wt[0], tok.bos);
-    t.not(wt[wt.length - 2], nt[nt.length - 2], 'the last instruction word differs');
-    const a = new Set(pieces(INSTRUCTIONS['with-tool']).filter((p) => p !== '.'));
-    t.notOk(
-      pieces(INSTRUCTIONS['no-tool']).some((p) => a.has(p)),
-      'no shared word',
-    );
-    t.ok(
-      promptText('with-tool', q).startsWith(q) && promptText('no-tool', q).startsWith(q),
-      'both start with the question',
-    );
-    t.match(INSTRUCTIONS['with-tool'], /6/, 'the with-tool prompt states the search limit');
-    t.ok(wt.length <= 20, `prompts are short (${wt.length} tokens)`);
-  },
-);
+t.test('the two prompt paths end in different instructions that share no word', async (t) => {
+  const q = world.questions[0].question;
+  const wt = promptIds(tok, 'with-tool', q);
+  const nt = promptIds(tok, 'no-tool', q);
+  t.equal(wt[0], tok.bos);
+  t.not(wt[wt.length - 2], nt[nt.length - 2], 'the last instruction word differs');
+  const a = new Set(pieces(INSTRUCTIONS['with-tool']).filter((p) => p !== '.'));
+  t.notOk(
+    pieces(INSTRUCTIONS['no-tool']).some((p) => a.has(p)),
+    'no shared word',
+  );
+  t.ok(
+    promptText('with-tool', q).startsWith(q) && promptText('no-tool', q).startsWith(q),
+    'both start with the question',
+  );
+  t.match(INSTRUCTIONS['with-tool'], /6/, 'the with-tool prompt states the search limit');
+  t.ok(wt.length <= 20, `prompts are short (${wt.length} tokens)`);
+});
