@@ -181,7 +181,7 @@ t.test(
   },
 );
 
-t.test('nats up starts a detached server that demo, status and down find through AKBE_HOME', async (t) => {
+t.test('nats up starts a detached server that other akbe processes, status and down find through AKBE_HOME', async (t) => {
   const home = mkdtempSync(join(tmpdir(), 'akbe-home-'));
   t.teardown(() => {
     const rec = readServerRecord(home);
@@ -196,10 +196,15 @@ t.test('nats up starts a detached server that demo, status and down find through
   t.ok(isNatsServerAlive(record.pid));
   t.match((await akbe('nats', 'up', '--home', home)).out, /already running/);
 
-  const demo = await akbe('demo', '--home', home, '--run', 'demo-test', '--steps', '1');
-  t.equal(demo.code, 0, demo.err);
-  t.match(demo.err, new RegExp(`NATS at ${record.url} \\(running\\)`));
-  t.match(demo.out, /run demo-test: completed, algo grpo\+akbe, 1 steps, policy v1/);
+  // A later akbe process finds the recorded server through AKBE_HOME and writes to its log.
+  const joined = await connectAkbeNats({ home, env: {} });
+  t.equal(joined.url, record.url, 'joins the recorded server');
+  const joinedStore = await EventStore.open(joined.nc);
+  await joinedStore.appendMany(syntheticRunEvents({ runId: 'home-run', steps: 1 }));
+  const exported = await akbe('events', 'export', '--run', 'home-run', '--format', 'jsonl', '--nats', record.url);
+  t.equal(exported.code, 0, exported.err);
+  t.ok(exported.out.trim().split('\n').length > 5, 'the run written through the recorded server exports');
+  await joined.close();
   const status = await akbe('nats', 'status', '--home', home);
   t.equal(status.code, 0);
   t.match(status.out, new RegExp(`running at ${record.url} \\(detached pid ${record.pid}`));
