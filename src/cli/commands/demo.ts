@@ -1,13 +1,31 @@
 /**
  * `akbe demo` (what `npm start` runs): trains AKBE for a few steps on the default world and base
  * policy and prints a before/after table of EM, TC and TP per split. No setup: it starts its own
- * nats-server when none is configured, and builds the default world and base policy on first run
- * (cached as <home>/world and <home>/base: `akbe world build --seed 0`, then `akbe pretrain` with
- * its defaults; docs/world.md).
+ * nats-server when none is configured, builds the default world on first run (<home>/world:
+ * `akbe world build --seed 0`) and uses the committed base policy (assets/base: `akbe pretrain`,
+ * 2000 steps, on that world; docs/world.md). A base in <home>/base wins; without either, the demo
+ * pretrains a shorter one there.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { type CommandSpec, intFlag, UsageError } from '../command.js';
+
+/** The committed default base (dist/src/cli/commands -> repo root, or src/cli/commands under tap). */
+const COMMITTED_BASE = fileURLToPath(new URL('../../../../assets/base', import.meta.url));
+const COMMITTED_BASE_SRC = fileURLToPath(new URL('../../../assets/base', import.meta.url));
+
+/** The committed base, if it was pretrained on exactly this world's pretraining tokens. */
+function committedBaseFor(worldDir: string): string | null {
+  const digest = JSON.parse(readFileSync(join(worldDir, 'world.json'), 'utf8')).digests?.[
+    'pretrain/tokens.u16'
+  ];
+  for (const dir of [COMMITTED_BASE, COMMITTED_BASE_SRC]) {
+    const state = join(dir, 'pretrain.json');
+    if (existsSync(state) && JSON.parse(readFileSync(state, 'utf8')).worldTokens === digest) return dir;
+  }
+  return null;
+}
 
 /** Pretraining steps of the demo's base when it must build one (akbe pretrain's default: 2000). */
 export const DEMO_PRETRAIN_STEPS = 1200;
@@ -61,7 +79,7 @@ const demo: CommandSpec = {
     const home = (ctx.flags.home as string | undefined) ?? akbeHome();
     // The world's documented locations (docs/world.md): a base built by hand is used as is.
     const worldDir = join(home, 'world');
-    const baseDir = join(home, 'base');
+    let baseDir = join(home, 'base');
     const err = ctx.err as NodeJS.WritableStream & { isTTY?: boolean };
 
     // ---- the default world and base policy, built once --------------------------------------
@@ -73,7 +91,11 @@ const demo: CommandSpec = {
       await writeWorld(generateWorld({ ...DEFAULT_WORLD, seed: 0 }), worldDir);
       err.write(`demo: world built (${secs()})\n`);
     }
-    if (!existsSync(join(baseDir, 'model.safetensors'))) {
+    const committed = existsSync(join(baseDir, 'model.safetensors')) ? null : committedBaseFor(worldDir);
+    if (committed) {
+      baseDir = committed;
+      err.write(`demo: using the committed base policy ${baseDir}\n`);
+    } else if (!existsSync(join(baseDir, 'model.safetensors'))) {
       err.write(`demo: pretraining the base policy into ${baseDir} (first run only; resumable)\n`);
       const { DEFAULT_PRETRAIN } = await import('../../world/pretrain.js');
       const { runPretrain } = await import('../../world/pretrain-run.js');
