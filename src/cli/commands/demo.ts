@@ -10,6 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type CommandSpec, intFlag, UsageError } from '../command.js';
+import { INSPECT_FLAGS, startTrainInspector } from './train.js';
 
 /** The committed default base (dist/src/cli/commands -> repo root, or src/cli/commands under tap). */
 const COMMITTED_BASE = fileURLToPath(new URL('../../../../assets/base', import.meta.url));
@@ -61,6 +62,7 @@ const demo: CommandSpec = {
       description: 'NATS server (default: NATS_URL, then akbe nats up, then an embedded server)',
     },
     home: { type: 'string', value: 'DIR', description: 'project data dir (default: AKBE_HOME or ./.akbe)' },
+    ...INSPECT_FLAGS,
   },
   async run(ctx) {
     const started = Date.now();
@@ -121,6 +123,7 @@ const demo: CommandSpec = {
       JSON.stringify({ ...DEMO_CONFIG, steps, world: worldDir, policy: baseDir }),
       'demo.json',
     );
+    await using insp = await startTrainInspector(ctx);
     const r = await runTrainJob({
       job,
       runId,
@@ -130,6 +133,7 @@ const demo: CommandSpec = {
       concurrency: 48,
       threads: 0,
       device: 'cpu',
+      inspect: insp?.inspect,
       out: ctx.out,
       err,
     });

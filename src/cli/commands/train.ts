@@ -1,8 +1,10 @@
 /**
- * `akbe train --algo grpo|akbe --config FILE [--steps N] [--run-id ID] [--resume]`: trains a
- * policy on a world with GRPO (+ AKBE), every effect over NATS (see src/actors/orchestrator.ts).
+ * `akbe train --algo grpo|akbe --config FILE [--steps N] [--run-id ID] [--resume]
+ * [--inspect [--inspect-port P]]`: trains a policy on a world with GRPO (+ AKBE), every effect over
+ * NATS (see src/actors/orchestrator.ts); `--inspect` shows every machine live in the Stately
+ * inspector (docs/inspector.md).
  */
-import { type CommandSpec, choiceFlag, intFlag, UsageError } from '../command.js';
+import { type CommandContext, type CommandSpec, choiceFlag, intFlag, UsageError } from '../command.js';
 
 const ALGOS = ['grpo', 'akbe'] as const;
 const DEVICES = ['cpu', 'webgpu', 'cuda', 'auto'] as const;
@@ -29,6 +31,39 @@ export const SHARED_FLAGS = {
   device: { type: 'string', value: 'D', description: DEVICES.join(' | '), default: 'cpu' },
 } as const;
 
+/** `--inspect [--inspect-port P]`, shared by `akbe train` and `akbe demo`. */
+export const INSPECT_FLAGS = {
+  inspect: {
+    type: 'boolean',
+    description: 'show every machine of the run live in the Stately inspector (docs/inspector.md)',
+  },
+  'inspect-port': {
+    type: 'string',
+    value: 'P',
+    description: 'inspector relay port (0 = any free port)',
+    default: '8080',
+  },
+} as const;
+
+/**
+ * Starts the inspector relay when `--inspect` is given (null otherwise) and prints its URL on
+ * stderr. The caller holds it with `await using`, so the relay is closed when training ends or
+ * fails. No browser is opened when CI is set.
+ */
+export async function startTrainInspector(ctx: CommandContext) {
+  const port = intFlag(ctx, 'inspect-port', { min: 0, max: 65535 })!;
+  if (ctx.flags.inspect !== true) {
+    if (ctx.flags['inspect-port'] !== '8080') throw new UsageError('--inspect-port needs --inspect');
+    return null;
+  }
+  const { startInspector } = await import('../../actors/inspect.js');
+  const insp = await startInspector({ port, open: !process.env.CI });
+  ctx.err.write(
+    `inspector: open ${insp.url} (the Stately inspector, fed by the relay at ${insp.wsUrl}; docs/inspector.md)\n`,
+  );
+  return insp;
+}
+
 const train: CommandSpec = {
   path: ['train'],
   summary:
@@ -43,6 +78,7 @@ const train: CommandSpec = {
       type: 'boolean',
       description: 'run no roles here: rollouts and services come from akbe worker processes',
     },
+    ...INSPECT_FLAGS,
     ...SHARED_FLAGS,
   },
   async run(ctx) {
@@ -68,15 +104,20 @@ const train: CommandSpec = {
       typeof ctx.flags.config === 'string'
         ? await readJobConfig(ctx.flags.config, over)
         : await parseJobConfig('{}', 'config', over);
+    const concurrency = intFlag(ctx, 'concurrency', { min: 1 })!;
+    const threads = intFlag(ctx, 'threads', { min: 0 })!;
+    const device = choiceFlag(ctx, 'device', DEVICES, 'cpu')!;
+    await using insp = await startTrainInspector(ctx);
     await runTrainJob({
       job,
       runId,
       resume,
       nats: ctx.flags.nats as string | undefined,
       home: ctx.flags.home as string | undefined,
-      concurrency: intFlag(ctx, 'concurrency', { min: 1 })!,
-      threads: intFlag(ctx, 'threads', { min: 0 })!,
-      device: choiceFlag(ctx, 'device', DEVICES, 'cpu')!,
+      concurrency,
+      threads,
+      device,
+      inspect: insp?.inspect,
       roles: ctx.flags['no-workers'] === true ? [] : undefined,
       out: ctx.out,
       err: ctx.err as NodeJS.WritableStream & { isTTY?: boolean },
