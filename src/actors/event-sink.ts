@@ -16,10 +16,12 @@ import {
   createEvent,
   type LearnerMetrics,
   type PolicyPublishedData,
+  type TrainedBatch,
 } from '../events/catalog.js';
 import type { EventClock } from '../events/clock.js';
 import type { EventStore } from '../events/store.js';
 import { type AkbeFact, finishReasonOf } from '../machines/facts.js';
+import type { TrainBatch } from '../rl/batch.js';
 import type { RolloutResult } from '../rl/types.js';
 
 /** What the orchestrator knows about a step that the learner's facts do not carry. */
@@ -37,6 +39,8 @@ export interface FactContext {
   timing?: (step: number) => StepTiming | undefined;
   /** Where the checkpoint of a published version lives. */
   published?: (version: number) => Omit<PolicyPublishedData, 'version'> | undefined;
+  /** The batch the trainer was given at a step (the learner's fact only summarises it). */
+  trainBatch?: (step: number) => TrainBatch | undefined;
   clock?: EventClock;
 }
 
@@ -80,6 +84,8 @@ export function rolloutCompletedEvent(runId: string, step: number, r: RolloutRes
       toolCalls: r.toolCalls,
       seed: r.seed,
       finishReason: finishReasonOf(r.stopReason),
+      // A result rebuilt from the log (dispatch.ts) has no texts: record none rather than [].
+      ...(r.segments.length > 0 ? { segments: r.segments.map((x) => ({ kind: x.kind, text: x.text })) } : {}),
     },
     {
       runId,
@@ -91,6 +97,30 @@ export function rolloutCompletedEvent(runId: string, step: number, r: RolloutRes
     },
     clock,
   );
+}
+
+/**
+ * The trained batch row by row, as `learner.step.batch` records it: the only place the log holds
+ * the advantages and the AKBE target rows, which the audit recomputes with assembleBatch.
+ */
+export function trainedBatchOf(b: TrainBatch, miniBatchSeed: number): TrainedBatch {
+  const miniBatchOf = new Map<number, number>();
+  b.miniBatches.forEach((mb, k) => {
+    for (const i of mb) if (!miniBatchOf.has(i)) miniBatchOf.set(i, k);
+  });
+  return {
+    T: b.T,
+    lossTokens: b.lossTokens,
+    miniBatchSeed,
+    rows: b.rowInfo.map((row, i) => ({
+      rolloutId: row.rolloutId,
+      context: row.context,
+      advantage: b.advantages[i],
+      grpo: b.pgWeight[i] === 1,
+      akbe: b.akbeWeight[i] === 1,
+      miniBatch: miniBatchOf.get(i) ?? -1,
+    })),
+  };
 }
 
 /** Maps one fact to its catalog event (validated); null for facts the catalog does not record. */
@@ -232,6 +262,7 @@ export function factToEvent(fact: AkbeFact, ctx: FactContext): AkbeEvent | null 
         miniBatches: fact.batch.miniBatches,
       };
       for (const [k, v] of Object.entries(t)) if (Number.isFinite(v)) extra[`train/${k}`] = v;
+      const trained = ctx.trainBatch?.(fact.step);
       return createEvent(
         'learner.step',
         {
@@ -239,6 +270,7 @@ export function factToEvent(fact: AkbeFact, ctx: FactContext): AkbeEvent | null 
           policyVersionAfter: fact.policyVersion + 1,
           metrics,
           extra,
+          ...(trained ? { batch: trainedBatchOf(trained, fact.miniBatchSeed) } : {}),
         },
         { runId, step: fact.step, policyVersion: fact.policyVersion, seed: fact.miniBatchSeed },
         clock,

@@ -304,7 +304,10 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
       o.onRollout?.(step, done, total);
       return result;
     });
+    // The batch each step trained on, for learner.step.batch (dropped once the event is formed).
+    const trainBatches = new Map<number, TrainRequest['batch']>();
     const train = fromPromise<TrainResult, TrainRequest>(async ({ input }) => {
+      trainBatches.set(input.step, input.batch);
       rolledOut.set(input.step, rolledOut.get(input.step) ?? performance.now());
       const r = await requestTrain(nc, runId, {
         step: input.step,
@@ -363,7 +366,12 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
           },
         },
       });
-      const ctx = { runId, timing, published: (v: number) => published.get(v) };
+      const ctx = {
+        runId,
+        timing,
+        published: (v: number) => published.get(v),
+        trainBatch: (step: number) => trainBatches.get(step),
+      };
       actor.on('*', (f) => {
         const fact = f as AkbeFact;
         if (fact.type === 'step.started') stepStart.set(fact.step, performance.now());
@@ -372,6 +380,7 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
         } catch (err) {
           log(`event sink: ${(err as Error).message}`);
         }
+        if (fact.type === 'learner.step') trainBatches.delete(fact.step);
         if (fact.type === 'learner.step') o.onStep?.(stepReport(fact, timing(fact.step)));
         o.onFact?.(fact);
       });
