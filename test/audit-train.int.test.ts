@@ -86,6 +86,57 @@ t.test('a real training run audits clean', async (t) => {
   t.comment(r.notes.join('\n'));
 });
 
+t.test('the sink records what the audit needs: advantages and trained rows are checked', async (t) => {
+  const learner = events.filter((e) => e.type === 'learner.step');
+  t.equal(learner.length, 2);
+  let rows = 0;
+  for (const e of learner) {
+    const b = e.data.batch;
+    t.ok(b, `step ${e.meta.step}: learner.step.batch recorded`);
+    if (!b) continue;
+    rows += b.rows.length;
+    t.equal(b.rows.length, e.data.extra.batchRows, 'one recorded row per trained row');
+    t.equal(b.miniBatchSeed, e.meta.seed, 'the mini-batch seed');
+    t.ok(
+      b.rows.some((row) => row.grpo),
+      'GRPO rows recorded',
+    );
+    t.ok(
+      b.rows.every((row) => row.miniBatch >= 0),
+      'every row is in a mini-batch',
+    );
+  }
+  const completed = events.filter((e) => e.type === 'rollout.completed');
+  t.ok(
+    completed.length === 16 && completed.every((e) => (e.data.segments?.length ?? 0) > 0),
+    'every rollout.completed carries its turn texts',
+  );
+  // Without decoding anything: the log alone is enough for the whole audit.
+  const r = auditRunLog(foldRunLog(events));
+  t.same(r.mismatches, [], JSON.stringify(r.mismatches.slice(0, 5)));
+  t.equal(r.checked.rows, rows, 'every trained row re-derived and compared');
+  t.ok(rows > 0);
+  t.notOk(
+    r.notes.some((n) => /not checked|not recorded/.test(n)),
+    `no "not recorded, not checked" note: ${r.notes.join(' | ')}`,
+  );
+});
+
+t.test('a recorded advantage that differs from the recomputed one is reported', async (t) => {
+  // The tiny policy's groups often share one reward (all advantages 0), so tamper with a copy.
+  const copy = structuredClone(events);
+  const e = copy.find((x) => x.type === 'learner.step' && x.data.batch?.rows.some((row) => row.grpo));
+  if (e?.type !== 'learner.step' || !e.data.batch) throw new Error('no learner.step with GRPO rows');
+  const i = e.data.batch.rows.findIndex((row) => row.grpo);
+  e.data.batch.rows[i].advantage += 0.5;
+  const r = auditRunLog(foldRunLog(copy));
+  t.same(
+    r.mismatches.map((m) => [m.seq, m.field]),
+    [[e.meta.seq, `batch.rows[${i}].advantage`]],
+    JSON.stringify(r.mismatches),
+  );
+});
+
 t.test('and re-plays through the machines exactly (the inspector re-play)', async (t) => {
   const log = foldRunLog(events);
   const tok = await readWorldTokenizer(fx.worldDir);
