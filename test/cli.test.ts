@@ -1,6 +1,13 @@
 import { PassThrough } from 'node:stream';
 import t from 'tap';
-import { choiceFlag, type CommandContext, type CommandSpec, intFlag, parseFlags, UsageError } from '../src/cli/command.js';
+import {
+  type CommandContext,
+  type CommandSpec,
+  choiceFlag,
+  intFlag,
+  parseFlags,
+  UsageError,
+} from '../src/cli/command.js';
 import { main } from '../src/cli/main.js';
 
 function capture() {
@@ -16,7 +23,10 @@ function capture() {
 const spec: CommandSpec = {
   path: ['demo-test'],
   summary: 'a test command',
-  flags: { steps: { type: 'string', description: 'steps', value: 'N' }, device: { type: 'string', description: 'device' } },
+  flags: {
+    steps: { type: 'string', description: 'steps', value: 'N' },
+    device: { type: 'string', description: 'device' },
+  },
   run: async () => 0,
 };
 

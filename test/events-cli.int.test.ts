@@ -181,39 +181,51 @@ t.test(
   },
 );
 
-t.test('nats up starts a detached server that other akbe processes, status and down find through AKBE_HOME', async (t) => {
-  const home = mkdtempSync(join(tmpdir(), 'akbe-home-'));
-  t.teardown(() => {
-    const rec = readServerRecord(home);
-    if (rec && isNatsServerAlive(rec.pid)) process.kill(rec.pid, 'SIGKILL');
-    rmSync(home, { recursive: true, force: true });
-  });
-  t.equal((await akbe('nats', 'status', '--home', home)).code, 1, 'status: not running');
-  const up = await akbe('nats', 'up', '--home', home);
-  t.equal(up.code, 0, up.err);
-  const record = readServerRecord(home)!;
-  t.equal(record.mode, 'detached');
-  t.ok(isNatsServerAlive(record.pid));
-  t.match((await akbe('nats', 'up', '--home', home)).out, /already running/);
+t.test(
+  'nats up starts a detached server that other akbe processes, status and down find through AKBE_HOME',
+  async (t) => {
+    const home = mkdtempSync(join(tmpdir(), 'akbe-home-'));
+    t.teardown(() => {
+      const rec = readServerRecord(home);
+      if (rec && isNatsServerAlive(rec.pid)) process.kill(rec.pid, 'SIGKILL');
+      rmSync(home, { recursive: true, force: true });
+    });
+    t.equal((await akbe('nats', 'status', '--home', home)).code, 1, 'status: not running');
+    const up = await akbe('nats', 'up', '--home', home);
+    t.equal(up.code, 0, up.err);
+    const record = readServerRecord(home)!;
+    t.equal(record.mode, 'detached');
+    t.ok(isNatsServerAlive(record.pid));
+    t.match((await akbe('nats', 'up', '--home', home)).out, /already running/);
 
-  // A later akbe process finds the recorded server through AKBE_HOME and writes to its log.
-  const joined = await connectAkbeNats({ home, env: {} });
-  t.equal(joined.url, record.url, 'joins the recorded server');
-  const joinedStore = await EventStore.open(joined.nc);
-  await joinedStore.appendMany(syntheticRunEvents({ runId: 'home-run', steps: 1 }));
-  const exported = await akbe('events', 'export', '--run', 'home-run', '--format', 'jsonl', '--nats', record.url);
-  t.equal(exported.code, 0, exported.err);
-  t.ok(exported.out.trim().split('\n').length > 5, 'the run written through the recorded server exports');
-  await joined.close();
-  const status = await akbe('nats', 'status', '--home', home);
-  t.equal(status.code, 0);
-  t.match(status.out, new RegExp(`running at ${record.url} \\(detached pid ${record.pid}`));
-  t.match(status.out, /AKBE_EVENTS +\d+ msgs/);
-  t.match(status.out, /AKBE_DEAD_LETTERS/);
+    // A later akbe process finds the recorded server through AKBE_HOME and writes to its log.
+    const joined = await connectAkbeNats({ home, env: {} });
+    t.equal(joined.url, record.url, 'joins the recorded server');
+    const joinedStore = await EventStore.open(joined.nc);
+    await joinedStore.appendMany(syntheticRunEvents({ runId: 'home-run', steps: 1 }));
+    const exported = await akbe(
+      'events',
+      'export',
+      '--run',
+      'home-run',
+      '--format',
+      'jsonl',
+      '--nats',
+      record.url,
+    );
+    t.equal(exported.code, 0, exported.err);
+    t.ok(exported.out.trim().split('\n').length > 5, 'the run written through the recorded server exports');
+    await joined.close();
+    const status = await akbe('nats', 'status', '--home', home);
+    t.equal(status.code, 0);
+    t.match(status.out, new RegExp(`running at ${record.url} \\(detached pid ${record.pid}`));
+    t.match(status.out, /AKBE_EVENTS +\d+ msgs/);
+    t.match(status.out, /AKBE_DEAD_LETTERS/);
 
-  const down = await akbe('nats', 'down', '--home', home);
-  t.equal(down.code, 0);
-  t.notOk(isNatsServerAlive(record.pid), 'the server process is gone');
-  t.equal(readServerRecord(home), null);
-  t.match((await akbe('nats', 'down', '--home', home)).out, /not running/);
-});
+    const down = await akbe('nats', 'down', '--home', home);
+    t.equal(down.code, 0);
+    t.notOk(isNatsServerAlive(record.pid), 'the server process is gone');
+    t.equal(readServerRecord(home), null);
+    t.match((await akbe('nats', 'down', '--home', home)).out, /not running/);
+  },
+);

@@ -26,7 +26,10 @@ async function viewer(url: string) {
   const msgs: Msg[] = [];
   ws.on('message', (data) => msgs.push(JSON.parse(String(data))));
   const closed = new Promise((r) => ws.once('close', r));
-  await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)));
+  await new Promise((r, j) => {
+    ws.once('open', r);
+    ws.once('error', j);
+  });
   return { ws, msgs, closed };
 }
 

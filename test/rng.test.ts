@@ -6,7 +6,10 @@ t.test('same seed gives the same stream, different seeds differ', async (t) => {
   const b = new Rng(7);
   const c = new Rng(8);
   const sa = Array.from({ length: 8 }, () => a.u32());
-  t.same(sa, Array.from({ length: 8 }, () => b.u32()));
+  t.same(
+    sa,
+    Array.from({ length: 8 }, () => b.u32()),
+  );
   t.not(JSON.stringify(sa), JSON.stringify(Array.from({ length: 8 }, () => c.u32())));
 });
 

@@ -148,7 +148,13 @@ export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Pro
         const viewers = [...wss.clients];
         await Promise.race([
           Promise.all(
-            viewers.map((c) => new Promise((r) => (c.once('close', r), c.close(1001, 'akbe done')))),
+            viewers.map(
+              (c) =>
+                new Promise((r) => {
+                  c.once('close', r);
+                  c.close(1001, 'akbe done');
+                }),
+            ),
           ),
           new Promise((r) => setTimeout(r, 500).unref()),
         ]);

@@ -10,7 +10,9 @@ export const NATS_INSTALL_HINT = 'apt-get install -y nats-server';
 
 export class NatsServerMissingError extends Error {
   constructor() {
-    super(`nats-server not found on PATH or at /usr/sbin/nats-server; install it with: ${NATS_INSTALL_HINT} (or set NATS_URL)`);
+    super(
+      `nats-server not found on PATH or at /usr/sbin/nats-server; install it with: ${NATS_INSTALL_HINT} (or set NATS_URL)`,
+    );
     this.name = 'NatsServerMissingError';
   }
 }
@@ -88,7 +90,16 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
   mkdirSync(opts.storeDir, { recursive: true });
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port ?? 0;
-  const args = ['-a', host, '-p', port === 0 ? '-1' : String(port), '-js', '-sd', opts.storeDir, ...(opts.args ?? [])];
+  const args = [
+    '-a',
+    host,
+    '-p',
+    port === 0 ? '-1' : String(port),
+    '-js',
+    '-sd',
+    opts.storeDir,
+    ...(opts.args ?? []),
+  ];
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   installExitHook();
@@ -99,7 +110,13 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
   const actualPort = await new Promise<number>((resolve, reject) => {
     let clientPort = 0;
     const timer = setTimeout(
-      () => reject(new NatsServerStartError(`nats-server did not become ready within ${opts.readyTimeoutMs ?? 10_000} ms`, log)),
+      () =>
+        reject(
+          new NatsServerStartError(
+            `nats-server did not become ready within ${opts.readyTimeoutMs ?? 10_000} ms`,
+            log,
+          ),
+        ),
       opts.readyTimeoutMs ?? 10_000,
     );
     const onData = (chunk: Buffer) => {
@@ -120,7 +137,12 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
     });
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new NatsServerStartError(`nats-server exited with code ${code} before it was ready: ${lastLines(log)}`, log));
+      reject(
+        new NatsServerStartError(
+          `nats-server exited with code ${code} before it was ready: ${lastLines(log)}`,
+          log,
+        ),
+      );
     });
   });
 

@@ -40,6 +40,7 @@ export interface CommandSpec {
   args?: string;
   flags?: Record<string, FlagSpec>;
   /** Returns the exit code (0 when nothing is returned). */
+  // biome-ignore lint/suspicious/noConfusingVoidType: commands that always succeed return nothing
   run(ctx: CommandContext): Promise<number | undefined | void>;
 }
 
@@ -48,7 +49,11 @@ export function commandName(spec: CommandSpec): string {
 }
 
 export function helpFor(spec: CommandSpec): string {
-  const lines = [`usage: ${commandName(spec)}${spec.flags && Object.keys(spec.flags).length ? ' [flags]' : ''}${spec.args ? ` ${spec.args}` : ''}`, '', spec.summary];
+  const lines = [
+    `usage: ${commandName(spec)}${spec.flags && Object.keys(spec.flags).length ? ' [flags]' : ''}${spec.args ? ` ${spec.args}` : ''}`,
+    '',
+    spec.summary,
+  ];
   const flags = Object.entries(spec.flags ?? {});
   if (flags.length) {
     lines.push('', 'flags:');
@@ -63,18 +68,27 @@ export function helpFor(spec: CommandSpec): string {
 }
 
 /** Parses argv (after the command path) for one command. Throws UsageError naming the problem. */
-export function parseFlags(spec: CommandSpec, argv: string[]): { flags: CommandContext['flags']; positionals: string[]; help: boolean } {
+export function parseFlags(
+  spec: CommandSpec,
+  argv: string[],
+): { flags: CommandContext['flags']; positionals: string[]; help: boolean } {
   const options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }> = {
     help: { type: 'boolean', short: 'h' },
   };
   for (const [name, f] of Object.entries(spec.flags ?? {})) {
-    options[name] = { type: f.type, ...(f.short ? { short: f.short } : {}), ...(f.multiple ? { multiple: true } : {}) };
+    options[name] = {
+      type: f.type,
+      ...(f.short ? { short: f.short } : {}),
+      ...(f.multiple ? { multiple: true } : {}),
+    };
   }
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({ args: argv, options, strict: true, allowPositionals: true });
   } catch (e) {
-    throw new UsageError(`${commandName(spec)}: ${describeParseError(e as Error)} (see ${commandName(spec)} --help)`);
+    throw new UsageError(
+      `${commandName(spec)}: ${describeParseError(e as Error)} (see ${commandName(spec)} --help)`,
+    );
   }
   const flags: CommandContext['flags'] = {};
   for (const [name, f] of Object.entries(spec.flags ?? {})) {
@@ -100,29 +114,46 @@ export function requireString(ctx: CommandContext, name: string): string {
 }
 
 /** Reads an integer flag within bounds; undefined when absent and no fallback is given. */
-export function intFlag(ctx: CommandContext, name: string, opts: { min?: number; max?: number; fallback?: number } = {}): number | undefined {
+export function intFlag(
+  ctx: CommandContext,
+  name: string,
+  opts: { min?: number; max?: number; fallback?: number } = {},
+): number | undefined {
   const v = ctx.flags[name];
   if (v === undefined) return opts.fallback;
   const n = typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : Number.NaN;
   if (!Number.isSafeInteger(n)) throw new UsageError(`--${name} must be an integer, got '${v}'`);
-  if (opts.min !== undefined && n < opts.min) throw new UsageError(`--${name} must be >= ${opts.min}, got ${n}`);
-  if (opts.max !== undefined && n > opts.max) throw new UsageError(`--${name} must be <= ${opts.max}, got ${n}`);
+  if (opts.min !== undefined && n < opts.min)
+    throw new UsageError(`--${name} must be >= ${opts.min}, got ${n}`);
+  if (opts.max !== undefined && n > opts.max)
+    throw new UsageError(`--${name} must be <= ${opts.max}, got ${n}`);
   return n;
 }
 
 /** Reads a float flag within bounds. */
-export function numberFlag(ctx: CommandContext, name: string, opts: { min?: number; max?: number; fallback?: number } = {}): number | undefined {
+export function numberFlag(
+  ctx: CommandContext,
+  name: string,
+  opts: { min?: number; max?: number; fallback?: number } = {},
+): number | undefined {
   const v = ctx.flags[name];
   if (v === undefined) return opts.fallback;
   const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN;
   if (!Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got '${v}'`);
-  if (opts.min !== undefined && n < opts.min) throw new UsageError(`--${name} must be >= ${opts.min}, got ${n}`);
-  if (opts.max !== undefined && n > opts.max) throw new UsageError(`--${name} must be <= ${opts.max}, got ${n}`);
+  if (opts.min !== undefined && n < opts.min)
+    throw new UsageError(`--${name} must be >= ${opts.min}, got ${n}`);
+  if (opts.max !== undefined && n > opts.max)
+    throw new UsageError(`--${name} must be <= ${opts.max}, got ${n}`);
   return n;
 }
 
 /** Reads a flag whose value must be one of `choices`. */
-export function choiceFlag<T extends string>(ctx: CommandContext, name: string, choices: readonly T[], fallback?: T): T | undefined {
+export function choiceFlag<T extends string>(
+  ctx: CommandContext,
+  name: string,
+  choices: readonly T[],
+  fallback?: T,
+): T | undefined {
   const v = ctx.flags[name];
   if (v === undefined) return fallback;
   if (typeof v !== 'string' || !choices.includes(v as T)) {

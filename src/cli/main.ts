@@ -7,7 +7,8 @@ import { COMMANDS } from './registry.js';
 function resolve(argv: string[]): { spec?: CommandSpec; rest: string[]; prefix: string[] } {
   let best: CommandSpec | undefined;
   for (const spec of COMMANDS) {
-    if (spec.path.every((p, i) => argv[i] === p) && (!best || spec.path.length > best.path.length)) best = spec;
+    if (spec.path.every((p, i) => argv[i] === p) && (!best || spec.path.length > best.path.length))
+      best = spec;
   }
   if (best) return { spec: best, rest: argv.slice(best.path.length), prefix: best.path };
   const prefix: string[] = [];
@@ -35,7 +36,11 @@ function overview(prefix: string[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-export async function main(argv: string[], out: NodeJS.WritableStream = process.stdout, err: NodeJS.WritableStream = process.stderr): Promise<number> {
+export async function main(
+  argv: string[],
+  out: NodeJS.WritableStream = process.stdout,
+  err: NodeJS.WritableStream = process.stderr,
+): Promise<number> {
   const { spec, rest, prefix } = resolve(argv);
   if (!spec) {
     const word = argv[prefix.length];
@@ -43,7 +48,9 @@ export async function main(argv: string[], out: NodeJS.WritableStream = process.
       out.write(overview(prefix));
       return 0;
     }
-    err.write(`akbe: unknown command '${[...prefix, word].join(' ')}' (see akbe ${prefix.join(' ')}${prefix.length ? ' ' : ''}--help)\n`);
+    err.write(
+      `akbe: unknown command '${[...prefix, word].join(' ')}' (see akbe ${prefix.join(' ')}${prefix.length ? ' ' : ''}--help)\n`,
+    );
     return 2;
   }
   try {

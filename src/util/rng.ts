@@ -73,7 +73,8 @@ export class Rng {
 
   /** Uniform integer in [0, n), without modulo bias. */
   int(n: number): number {
-    if (!Number.isInteger(n) || n <= 0 || n > 0x100000000) throw new RangeError(`Rng.int: n must be an integer in [1, 2^32], got ${n}`);
+    if (!Number.isInteger(n) || n <= 0 || n > 0x100000000)
+      throw new RangeError(`Rng.int: n must be an integer in [1, 2^32], got ${n}`);
     const limit = 0x100000000 - (0x100000000 % n);
     let x = this.u32();
     while (x >= limit) x = this.u32();

@@ -137,7 +137,6 @@ export function factsToEvents(
   const events: AkbeEvent[] = [];
   const add = <K extends EventType>(type: K, data: EventDataMap[K], meta: Omit<MetaInput<K>, 'runId'>) =>
     events.push(createEvent(type, data, { ...meta, runId } as MetaInput<K>, clock) as AkbeEvent);
-  const spec = new Map(questions.map((q) => [q.id, q]));
   let current = { step: 0, version: 0 };
   add(
     'run.started',
