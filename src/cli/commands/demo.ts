@@ -9,7 +9,8 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type CommandSpec, intFlag, UsageError } from '../command.js';
+import { type CommandSpec, intFlag } from '../command.js';
+import { CONNECTION_FLAGS, checkRunId } from '../common-flags.js';
 import { INSPECT_FLAGS, startTrainInspector } from './train.js';
 
 /** The committed default base (dist/src/cli/commands -> repo root, or src/cli/commands under tap). */
@@ -56,27 +57,21 @@ const demo: CommandSpec = {
   flags: {
     run: { type: 'string', value: 'ID', description: 'run id (default: demo-<time>)' },
     steps: { type: 'string', value: 'N', description: 'training steps', default: String(DEMO_CONFIG.steps) },
-    nats: {
-      type: 'string',
-      value: 'URL',
-      description: 'NATS server (default: NATS_URL, then akbe nats up, then an embedded server)',
-    },
-    home: { type: 'string', value: 'DIR', description: 'project data dir (default: AKBE_HOME or ./.akbe)' },
+    ...CONNECTION_FLAGS,
     ...INSPECT_FLAGS,
   },
   async run(ctx) {
     const started = Date.now();
     const secs = () => `${((Date.now() - started) / 1000).toFixed(0)}s`;
     const steps = intFlag(ctx, 'steps', { min: 1, max: 100 })!;
-    const { RUN_ID_PATTERN } = await import('../../events/catalog.js');
-    const runId =
+    const runId = await checkRunId(
+      'run',
       (ctx.flags.run as string | undefined) ??
-      `demo-${new Date()
-        .toISOString()
-        .replace(/[^0-9]/g, '')
-        .slice(0, 14)}`;
-    if (!RUN_ID_PATTERN.test(runId))
-      throw new UsageError(`--run must be 1-64 characters from [A-Za-z0-9_-], got '${runId}'`);
+        `demo-${new Date()
+          .toISOString()
+          .replace(/[^0-9]/g, '')
+          .slice(0, 14)}`,
+    );
     const { akbeHome } = await import('../../actors/connection.js');
     const home = (ctx.flags.home as string | undefined) ?? akbeHome();
     // The world's documented locations (docs/world.md): a base built by hand is used as is.

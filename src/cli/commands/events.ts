@@ -3,56 +3,9 @@
  */
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
-import {
-  type CommandContext,
-  type CommandSpec,
-  choiceFlag,
-  intFlag,
-  requireString,
-  UsageError,
-} from '../command.js';
-
-const common = {
-  nats: {
-    type: 'string',
-    value: 'URL',
-    description: 'NATS server (default: NATS_URL, then akbe nats up, then an embedded server)',
-  },
-  home: { type: 'string', value: 'DIR', description: 'project data dir (default: AKBE_HOME or ./.akbe)' },
-} as const;
-
-/** Validates --run before any connection is made, so a bad id is a usage error (exit 2). */
-async function runFlag(ctx: CommandContext): Promise<string> {
-  const runId = requireString(ctx, 'run');
-  const { RUN_ID_PATTERN } = await import('../../events/catalog.js');
-  if (!RUN_ID_PATTERN.test(runId))
-    throw new UsageError(`--run must be 1-64 characters from [A-Za-z0-9_-], got '${runId}'`);
-  return runId;
-}
-
-async function openStore(ctx: CommandContext) {
-  const { connectAkbeNats } = await import('../../actors/connection.js');
-  const { EventStore } = await import('../../events/store.js');
-  const nats = await connectAkbeNats({
-    url: ctx.flags.nats as string | undefined,
-    home: ctx.flags.home as string | undefined,
-  });
-  let deadLettered = 0;
-  try {
-    const store = await EventStore.open(nats.nc, {
-      onDeadLetter: (r) => {
-        deadLettered++;
-        ctx.err.write(
-          `akbe: dead-lettered seq ${r.origin?.seq ?? '?'} on ${r.originalSubject}: ${r.reason}: ${r.detail}\n`,
-        );
-      },
-    });
-    return { nats, store, deadLettered: () => deadLettered };
-  } catch (err) {
-    await nats.close();
-    throw err;
-  }
-}
+import { type CommandSpec, choiceFlag, intFlag } from '../command.js';
+import { CONNECTION_FLAGS, runFlag } from '../common-flags.js';
+import { openEventStore } from './replay.js';
 
 const tail: CommandSpec = {
   path: ['events', 'tail'],
@@ -61,13 +14,13 @@ const tail: CommandSpec = {
     run: { type: 'string', value: 'ID', description: 'run id (required)' },
     'from-seq': { type: 'string', value: 'N', description: 'start at this stream sequence' },
     once: { type: 'boolean', description: 'print the events stored now and exit' },
-    ...common,
+    ...CONNECTION_FLAGS,
   },
   async run(ctx) {
     const runId = await runFlag(ctx);
     const fromSeq = intFlag(ctx, 'from-seq', { min: 1 });
     const { formatTailLine } = await import('../../events/tail-format.js');
-    const { nats, store } = await openStore(ctx);
+    const { nats, store } = await openEventStore(ctx);
     const abort = new AbortController();
     const onSigint = () => abort.abort();
     process.once('SIGINT', onSigint);
@@ -96,14 +49,14 @@ const exportCmd: CommandSpec = {
     run: { type: 'string', value: 'ID', description: 'run id (required)' },
     format: { type: 'string', value: 'FORMAT', description: 'output format: jsonl', default: 'jsonl' },
     out: { type: 'string', value: 'FILE', description: 'output file (default: stdout)' },
-    ...common,
+    ...CONNECTION_FLAGS,
   },
   async run(ctx) {
     const runId = await runFlag(ctx);
     choiceFlag(ctx, 'format', ['jsonl'] as const, 'jsonl');
     const file = ctx.flags.out as string | undefined;
     const { eventToJsonLine } = await import('../../events/codec.js');
-    const { nats, store, deadLettered } = await openStore(ctx);
+    const { nats, store, deadLettered } = await openEventStore(ctx);
     const sink = file ? createWriteStream(file) : ctx.out;
     let n = 0;
     try {
@@ -134,11 +87,11 @@ const deadLetters: CommandSpec = {
   flags: {
     run: { type: 'string', value: 'ID', description: 'only this run (default: all runs)' },
     json: { type: 'boolean', description: 'JSON lines with the original bytes in base64' },
-    ...common,
+    ...CONNECTION_FLAGS,
   },
   async run(ctx) {
     const runId = ctx.flags.run === undefined ? undefined : await runFlag(ctx);
-    const { nats, store } = await openStore(ctx);
+    const { nats, store } = await openEventStore(ctx);
     let n = 0;
     try {
       for await (const d of store.deadLetters(runId)) {

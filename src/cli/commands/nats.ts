@@ -3,12 +3,7 @@
  * outlives one command, so that a training run, `akbe events tail` and other tools share it.
  */
 import { type CommandSpec, intFlag, UsageError } from '../command.js';
-
-const homeFlag = {
-  type: 'string',
-  value: 'DIR',
-  description: 'project data dir (default: AKBE_HOME or ./.akbe)',
-} as const;
+import { HOME_FLAG } from '../common-flags.js';
 
 async function connection() {
   return import('../../actors/connection.js');
@@ -25,7 +20,7 @@ const up: CommandSpec = {
   path: ['nats', 'up'],
   summary: 'start a local nats-server with JetStream that keeps running (records <home>/nats/server.json)',
   flags: {
-    home: homeFlag,
+    home: HOME_FLAG,
     port: { type: 'string', value: 'PORT', description: 'client port (default: a free one)' },
     config: {
       type: 'string',
@@ -59,7 +54,7 @@ const up: CommandSpec = {
 const down: CommandSpec = {
   path: ['nats', 'down'],
   summary: 'stop the nats-server started by akbe nats up',
-  flags: { home: homeFlag },
+  flags: { home: HOME_FLAG },
   async run(ctx) {
     const { akbeHome, liveServerRecord, stopRecordedServer } = await connection();
     const home = typeof ctx.flags.home === 'string' ? ctx.flags.home : akbeHome();
@@ -83,7 +78,7 @@ const status: CommandSpec = {
   path: ['nats', 'status'],
   summary: 'show the NATS server akbe would use (url, pid) and its JetStream streams',
   flags: {
-    home: homeFlag,
+    home: HOME_FLAG,
     nats: {
       type: 'string',
       value: 'URL',

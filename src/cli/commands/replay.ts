@@ -5,26 +5,13 @@
  */
 import type { RunLog } from '../../audit/run-log.js';
 import type { AkbeEvent } from '../../events/catalog.js';
-import { type CommandContext, type CommandSpec, intFlag, requireString, UsageError } from '../command.js';
+import { type CommandContext, type CommandSpec, intFlag, UsageError } from '../command.js';
+import { CONNECTION_FLAGS, runFlag } from '../common-flags.js';
 
-const connection = {
-  nats: {
-    type: 'string',
-    value: 'URL',
-    description: 'NATS server (default: NATS_URL, then akbe nats up, then an embedded server)',
-  },
-  home: { type: 'string', value: 'DIR', description: 'project data dir (default: AKBE_HOME or ./.akbe)' },
-} as const;
-
-async function runFlag(ctx: CommandContext): Promise<string> {
-  const runId = requireString(ctx, 'run');
-  const { RUN_ID_PATTERN } = await import('../../events/catalog.js');
-  if (!RUN_ID_PATTERN.test(runId))
-    throw new UsageError(`--run must be 1-64 characters from [A-Za-z0-9_-], got '${runId}'`);
-  return runId;
-}
-
-/** Opens the event store for one command; the caller closes `nats`. */
+/**
+ * Opens the event store for one command (dead-lettered messages are reported on stderr and
+ * counted); the caller closes `nats`.
+ */
 export async function openEventStore(ctx: CommandContext) {
   const { connectAkbeNats } = await import('../../actors/connection.js');
   const { EventStore } = await import('../../events/store.js');
@@ -32,14 +19,17 @@ export async function openEventStore(ctx: CommandContext) {
     url: ctx.flags.nats as string | undefined,
     home: ctx.flags.home as string | undefined,
   });
+  let deadLettered = 0;
   try {
     const store = await EventStore.open(nats.nc, {
-      onDeadLetter: (r) =>
+      onDeadLetter: (r) => {
+        deadLettered++;
         ctx.err.write(
           `akbe: dead-lettered seq ${r.origin?.seq ?? '?'} on ${r.originalSubject}: ${r.reason}: ${r.detail}\n`,
-        ),
+        );
+      },
     });
-    return { nats, store };
+    return { nats, store, deadLettered: () => deadLettered };
   } catch (err) {
     await nats.close();
     throw err;
@@ -161,7 +151,7 @@ const replay: CommandSpec = {
       description: 'seconds the relay stays up after the re-play (default: until Ctrl-C; 0 when CI is set)',
     },
     json: { type: 'boolean', description: 'print the audit report as one JSON object' },
-    ...connection,
+    ...CONNECTION_FLAGS,
   },
   async run(ctx) {
     const file = ctx.flags.file as string | undefined;

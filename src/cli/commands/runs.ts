@@ -3,6 +3,7 @@
  * latest EM/TC/TP (the run-summary projection over run-level events).
  */
 import type { CommandSpec } from '../command.js';
+import { CONNECTION_FLAGS } from '../common-flags.js';
 import { openEventStore } from './replay.js';
 
 const runs: CommandSpec = {
@@ -10,12 +11,7 @@ const runs: CommandSpec = {
   summary: 'list runs with status, steps, algorithm, policy version and latest EM/TC/TP, newest first',
   flags: {
     json: { type: 'boolean', description: 'one JSON object per run (the run-summary projection)' },
-    nats: {
-      type: 'string',
-      value: 'URL',
-      description: 'NATS server (default: NATS_URL, then akbe nats up, then an embedded server)',
-    },
-    home: { type: 'string', value: 'DIR', description: 'project data dir (default: AKBE_HOME or ./.akbe)' },
+    ...CONNECTION_FLAGS,
   },
   async run(ctx) {
     const { listRuns } = await import('../../audit/runs-list.js');

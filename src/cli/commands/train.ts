@@ -5,17 +5,13 @@
  * inspector (docs/inspector.md).
  */
 import { type CommandContext, type CommandSpec, choiceFlag, intFlag, UsageError } from '../command.js';
+import { CONNECTION_FLAGS, checkRunId } from '../common-flags.js';
 
 const ALGOS = ['grpo', 'akbe'] as const;
 const DEVICES = ['cpu', 'webgpu', 'cuda', 'auto'] as const;
 
 export const SHARED_FLAGS = {
-  nats: {
-    type: 'string',
-    value: 'URL',
-    description: 'NATS server (default: NATS_URL, then akbe nats up, then an embedded server)',
-  },
-  home: { type: 'string', value: 'DIR', description: 'project data dir (default: AKBE_HOME or ./.akbe)' },
+  ...CONNECTION_FLAGS,
   concurrency: {
     type: 'string',
     value: 'N',
@@ -87,15 +83,14 @@ const train: CommandSpec = {
     if (resume && !runIdFlag) throw new UsageError('--resume needs --run-id ID (the run to continue)');
     if (!resume && typeof ctx.flags.config !== 'string')
       throw new UsageError('--config FILE is required (see configs/default.yaml)');
-    const { RUN_ID_PATTERN } = await import('../../events/catalog.js');
-    const runId =
+    const runId = await checkRunId(
+      'run-id',
       runIdFlag ??
-      `train-${new Date()
-        .toISOString()
-        .replace(/[^0-9]/g, '')
-        .slice(0, 14)}`;
-    if (!RUN_ID_PATTERN.test(runId))
-      throw new UsageError(`--run-id must be 1-64 characters from [A-Za-z0-9_-], got '${runId}'`);
+        `train-${new Date()
+          .toISOString()
+          .replace(/[^0-9]/g, '')
+          .slice(0, 14)}`,
+    );
     const algo = choiceFlag(ctx, 'algo', ALGOS);
     const steps = intFlag(ctx, 'steps', { min: 1 });
     const over = { ...(algo ? { algo } : {}), ...(steps ? { steps } : {}) };
