@@ -6,27 +6,15 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import t from 'tap';
-import { main } from '../src/cli/main.js';
 import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { auditRunEvents } from './helpers/audit-run.js';
+import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
 
 delete process.env.NATS_URL;
 process.env.CI = 'true'; // no browser, no holding the inspector relay open
-
-async function akbe(...argv: string[]) {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let o = '';
-  let e = '';
-  out.on('data', (c) => (o += c));
-  err.on('data', (c) => (e += c));
-  const code = await main(argv, out, err);
-  return { code, out: o, err: e };
-}
 
 /** The run's events under another run id (fresh dedupe ids), with `edit` applied to the copies. */
 function copyRun(
@@ -63,7 +51,7 @@ const victimSeq =
   acks[tampered.findIndex((e) => e.type === 'rollout.completed' && e.meta.rolloutId === victim)].seq;
 
 t.test('a clean log replays with exit 0', async (t) => {
-  const r = await akbe('replay', '--run', 'clean-run', '--nats', url);
+  const r = await runCli('replay', '--run', 'clean-run', '--nats', url);
   t.equal(r.code, 0, r.out + r.err);
   t.match(
     r.out,
@@ -73,7 +61,7 @@ t.test('a clean log replays with exit 0', async (t) => {
 });
 
 t.test("one changed reward: replay names that event's sequence number and exits 1", async (t) => {
-  const r = await akbe('replay', '--run', 'tampered-run', '--nats', url);
+  const r = await runCli('replay', '--run', 'tampered-run', '--nats', url);
   t.equal(r.code, 1);
   const lines = r.out.split('\n').filter((l) => l.startsWith('MISMATCH'));
   t.equal(lines.length, 1, r.out);
@@ -84,7 +72,7 @@ t.test("one changed reward: replay names that event's sequence number and exits 
     ),
   );
   t.match(r.out, /1 mismatch /);
-  const json = await akbe('replay', '--run', 'tampered-run', '--json', '--nats', url);
+  const json = await runCli('replay', '--run', 'tampered-run', '--json', '--nats', url);
   t.equal(json.code, 1);
   t.match(JSON.parse(json.out).mismatches, [{ seq: victimSeq, field: 'reward', rolloutId: victim }]);
 });
@@ -92,24 +80,24 @@ t.test("one changed reward: replay names that event's sequence number and exits 
 t.test('--question prints the boundary history across steps', async (t) => {
   const labels = run.events.filter((e) => e.type === 'boundary.labeled') as EventOf<'boundary.labeled'>[];
   const q = labels[0].meta.questionId;
-  const r = await akbe('replay', '--run', 'clean-run', '--question', q, '--nats', url);
+  const r = await runCli('replay', '--run', 'clean-run', '--question', q, '--nats', url);
   t.equal(r.code, 0, r.err);
   t.match(r.out, new RegExp(`boundary history of question ${q} \\(\\d+ steps?`));
   t.match(r.out, /step\s+policy\s+category/);
   for (const l of labels.filter((x) => x.meta.questionId === q))
     t.match(r.out, new RegExp(`\\n${l.meta.step}\\s+v${l.meta.policyVersion}\\s+${l.data.category}`));
-  const missing = await akbe('replay', '--run', 'clean-run', '--question', 'nope', '--nats', url);
+  const missing = await runCli('replay', '--run', 'clean-run', '--question', 'nope', '--nats', url);
   t.equal(missing.code, 1);
   t.match(missing.err, /--question nope is not in run clean-run; its questions: q/);
 });
 
 t.test('akbe runs lists both runs with status, steps and algorithm', async (t) => {
-  const r = await akbe('runs', '--nats', url);
+  const r = await runCli('runs', '--nats', url);
   t.equal(r.code, 0, r.err);
   t.match(r.out, /^run\s+status\s+algorithm\s+steps/);
   t.match(r.out, /clean-run\s+completed\s+grpo\+akbe\s+2\s+v2/);
   t.match(r.out, /tampered-run\s+completed\s+grpo\+akbe\s+2\s+v2/);
-  const json = await akbe('runs', '--json', '--nats', url);
+  const json = await runCli('runs', '--json', '--nats', url);
   const rows = json.out
     .trim()
     .split('\n')
@@ -118,7 +106,7 @@ t.test('akbe runs lists both runs with status, steps and algorithm', async (t) =
 });
 
 t.test('--inspect re-plays the run to the inspector relay (offline, CI: no browser, no hold)', async (t) => {
-  const r = await akbe('replay', '--run', 'clean-run', '--inspect', '--inspect-port', '0', '--nats', url);
+  const r = await runCli('replay', '--run', 'clean-run', '--inspect', '--inspect-port', '0', '--nats', url);
   t.equal(r.code, 0, r.out + r.err);
   t.match(r.err, /inspector: open http:\/\/127\.0\.0\.1:\d+ /);
   t.match(r.err, /re-played 2 steps \(\d+ facts, \d+ inspection events\), identical to the log/);
@@ -129,27 +117,27 @@ t.test('an outside auditor replays an `akbe events export` file with no NATS, sa
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   for (const runId of ['clean-run', 'tampered-run']) {
     const file = join(dir, `${runId}.jsonl`);
-    t.equal((await akbe('events', 'export', '--run', runId, '--out', file, '--nats', url)).code, 0);
+    t.equal((await runCli('events', 'export', '--run', runId, '--out', file, '--nats', url)).code, 0);
   }
-  const clean = await akbe('replay', '--file', join(dir, 'clean-run.jsonl'));
+  const clean = await runCli('replay', '--file', join(dir, 'clean-run.jsonl'));
   t.equal(clean.code, 0, clean.out + clean.err);
   t.match(clean.out, /replay of run clean-run: clean/);
-  const bad = await akbe('replay', '--file', join(dir, 'tampered-run.jsonl'));
+  const bad = await runCli('replay', '--file', join(dir, 'tampered-run.jsonl'));
   t.equal(bad.code, 1);
   t.match(bad.out, new RegExp(`^MISMATCH seq ${victimSeq} rollout\\.completed .*: reward: `, 'm'));
-  const wrongRun = await akbe('replay', '--file', join(dir, 'clean-run.jsonl'), '--run', 'other');
+  const wrongRun = await runCli('replay', '--file', join(dir, 'clean-run.jsonl'), '--run', 'other');
   t.match(wrongRun, { code: 1, err: /has no events of run other/ });
 });
 
 t.test('usage errors exit 2 naming the flag; an unknown run exits 1 with the fix', async (t) => {
-  t.match(await akbe('replay'), { code: 2, err: /missing required flag --run/ });
-  t.match(await akbe('replay', '--run', 'a b'), { code: 2, err: /--run must be/ });
-  t.match(await akbe('replay', '--run', 'x', '--inspect-port', '9'), { code: 2, err: /need --inspect/ });
-  t.match(await akbe('replay', '--run', 'x', '--inspect', '--inspect-port', 'z'), {
+  t.match(await runCli('replay'), { code: 2, err: /missing required flag --run/ });
+  t.match(await runCli('replay', '--run', 'a b'), { code: 2, err: /--run must be/ });
+  t.match(await runCli('replay', '--run', 'x', '--inspect-port', '9'), { code: 2, err: /need --inspect/ });
+  t.match(await runCli('replay', '--run', 'x', '--inspect', '--inspect-port', 'z'), {
     code: 2,
     err: /--inspect-port must be an integer/,
   });
-  t.match(await akbe('replay', '--run', 'no-such-run', '--nats', url), {
+  t.match(await runCli('replay', '--run', 'no-such-run', '--nats', url), {
     code: 1,
     err: /no events .*akbe runs/,
   });

@@ -6,7 +6,6 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { jetstream } from '@nats-io/jetstream';
 import t from 'tap';
 import { WebSocket } from 'ws';
@@ -16,10 +15,10 @@ import { runTraining } from '../src/actors/orchestrator.js';
 import { auditRunLog } from '../src/audit/audit.js';
 import { foldRunLog } from '../src/audit/run-log.js';
 import { fillSegments } from '../src/audit/segments.js';
-import { main } from '../src/cli/main.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { readWorldTokenizer } from '../src/world/files.js';
+import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 
@@ -147,16 +146,16 @@ t.test('and re-plays through the machines exactly (the inspector re-play)', asyn
 });
 
 t.test('akbe replay --run on it exits 0', async (t) => {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let o = '';
-  out.on('data', (c) => (o += c));
-  err.on('data', () => undefined);
-  const code = await main(
-    ['replay', '--run', 'real', '--inspect', '--inspect-port', '0', '--nats', nats.server.url],
-    out,
-    err,
+  const r = await runCli(
+    'replay',
+    '--run',
+    'real',
+    '--inspect',
+    '--inspect-port',
+    '0',
+    '--nats',
+    nats.server.url,
   );
-  t.equal(code, 0, o);
-  t.match(o, /replay of run real: clean/);
+  t.equal(r.code, 0, r.out);
+  t.match(r.out, /replay of run real: clean/);
 });

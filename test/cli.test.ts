@@ -1,4 +1,3 @@
-import { PassThrough } from 'node:stream';
 import t from 'tap';
 import {
   type CommandContext,
@@ -9,16 +8,7 @@ import {
   UsageError,
 } from '../src/cli/command.js';
 import { main } from '../src/cli/main.js';
-
-function capture() {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let o = '';
-  let e = '';
-  out.on('data', (c) => (o += c));
-  err.on('data', (c) => (e += c));
-  return { out, err, text: () => ({ out: o, err: e }) };
-}
+import { capture } from './helpers/cli.js';
 
 const spec: CommandSpec = {
   path: ['demo-test'],

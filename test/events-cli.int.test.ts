@@ -1,33 +1,16 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import t from 'tap';
 import { connectAkbeNats, isNatsServerAlive, readServerRecord } from '../src/actors/connection.js';
-import { main } from '../src/cli/main.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { syntheticRunEvents } from '../src/events/synthetic.js';
+import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
 
 // These tests choose their server explicitly: never the one in the environment.
 delete process.env.NATS_URL;
-
-function capture() {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let o = '';
-  let e = '';
-  out.on('data', (c) => (o += c));
-  err.on('data', (c) => (e += c));
-  return { out, err, text: () => ({ out: o, err: e }) };
-}
-
-async function akbe(...argv: string[]) {
-  const c = capture();
-  const code = await main(argv, c.out, c.err);
-  return { code, ...c.text() };
-}
 
 const nats = await withNats(t);
 const url = nats.server.url;
@@ -49,7 +32,7 @@ t.test('a bad flag or value exits 2 with one line naming it', async (t) => {
     [['demo', '--steps', '0'], /--steps must be >= 1/],
   ];
   for (const [argv, message] of cases) {
-    const r = await akbe(...argv);
+    const r = await runCli(...argv);
     t.equal(r.code, 2, argv.join(' '));
     t.match(r.err, message);
     t.equal(r.err.trim().split('\n').length, 1, 'one line');
@@ -66,7 +49,7 @@ t.test('every events/nats/demo subcommand has --help', async (t) => {
     ['nats', 'status'],
     ['demo'],
   ]) {
-    const r = await akbe(...path, '--help');
+    const r = await runCli(...path, '--help');
     t.equal(r.code, 0);
     t.match(r.out, new RegExp(`^usage: akbe ${path.join(' ')}`));
   }
@@ -76,7 +59,7 @@ t.test('export writes valid JSONL of every event of the run', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'akbe-export-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'run.jsonl');
-  const r = await akbe(
+  const r = await runCli(
     'events',
     'export',
     '--run',
@@ -106,19 +89,19 @@ t.test('export writes valid JSONL of every event of the run', async (t) => {
     'meta.seq increases',
   );
 
-  const stdout = await akbe('events', 'export', '--run', 'cli-run', '--nats', url);
+  const stdout = await runCli('events', 'export', '--run', 'cli-run', '--nats', url);
   t.equal(stdout.out.trimEnd().split('\n').length, events.length, 'stdout by default');
 });
 
 t.test('tail --once prints one line per stored event; tail follows until run.finished', async (t) => {
-  const once = await akbe('events', 'tail', '--run', 'cli-run', '--once', '--nats', url);
+  const once = await runCli('events', 'tail', '--run', 'cli-run', '--once', '--nats', url);
   t.equal(once.code, 0);
   const lines = once.out.trimEnd().split('\n');
   t.equal(lines.length, events.length);
   t.match(lines[0], /^ +#\d+ {2}\d\d:\d\d:\d\d\.\d{3} {2}run\.started v1 +step=0 pv=0 {2}algo=grpo\+akbe/);
 
   const live = syntheticRunEvents({ runId: 'cli-live', steps: 1 });
-  const tail = akbe('events', 'tail', '--run', 'cli-live', '--nats', url);
+  const tail = runCli('events', 'tail', '--run', 'cli-live', '--nats', url);
   await new Promise((r) => setTimeout(r, 300));
   await store.appendMany(live.slice(0, 5));
   await new Promise((r) => setTimeout(r, 200));
@@ -134,16 +117,16 @@ t.test('dead-letters lists bad messages with their reason', async (t) => {
   nats.nc.publish('akbe.cli-bad.evt.rollout.turn', new Uint8Array([0xc1]));
   const { jetstream } = await import('@nats-io/jetstream');
   await jetstream(nats.nc).publish('akbe.cli-bad.evt.rollout.turn', new Uint8Array([0xc1, 0x00]));
-  const exp = await akbe('events', 'export', '--run', 'cli-bad', '--nats', url);
+  const exp = await runCli('events', 'export', '--run', 'cli-bad', '--nats', url);
   t.equal(exp.code, 0);
   t.match(exp.err, /exported 0 events of run cli-bad; 2 bad messages went to the dead letters/);
-  const r = await akbe('events', 'dead-letters', '--run', 'cli-bad', '--nats', url);
+  const r = await runCli('events', 'dead-letters', '--run', 'cli-bad', '--nats', url);
   t.equal(r.code, 0);
   t.match(
     r.out,
     /undecodable +akbe\.cli-bad\.evt\.rollout\.turn AKBE_EVENTS#\d+ {2}2 B {2}by replay: not msgpack/,
   );
-  const j = await akbe('events', 'dead-letters', '--run', 'cli-bad', '--json', '--nats', url);
+  const j = await runCli('events', 'dead-letters', '--run', 'cli-bad', '--json', '--nats', url);
   const letters = j.out
     .trimEnd()
     .split('\n')
@@ -190,20 +173,20 @@ t.test(
       if (rec && isNatsServerAlive(rec.pid)) process.kill(rec.pid, 'SIGKILL');
       rmSync(home, { recursive: true, force: true });
     });
-    t.equal((await akbe('nats', 'status', '--home', home)).code, 1, 'status: not running');
-    const up = await akbe('nats', 'up', '--home', home);
+    t.equal((await runCli('nats', 'status', '--home', home)).code, 1, 'status: not running');
+    const up = await runCli('nats', 'up', '--home', home);
     t.equal(up.code, 0, up.err);
     const record = readServerRecord(home)!;
     t.equal(record.mode, 'detached');
     t.ok(isNatsServerAlive(record.pid));
-    t.match((await akbe('nats', 'up', '--home', home)).out, /already running/);
+    t.match((await runCli('nats', 'up', '--home', home)).out, /already running/);
 
     // A later akbe process finds the recorded server through AKBE_HOME and writes to its log.
     const joined = await connectAkbeNats({ home, env: {} });
     t.equal(joined.url, record.url, 'joins the recorded server');
     const joinedStore = await EventStore.open(joined.nc);
     await joinedStore.appendMany(syntheticRunEvents({ runId: 'home-run', steps: 1 }));
-    const exported = await akbe(
+    const exported = await runCli(
       'events',
       'export',
       '--run',
@@ -216,16 +199,16 @@ t.test(
     t.equal(exported.code, 0, exported.err);
     t.ok(exported.out.trim().split('\n').length > 5, 'the run written through the recorded server exports');
     await joined.close();
-    const status = await akbe('nats', 'status', '--home', home);
+    const status = await runCli('nats', 'status', '--home', home);
     t.equal(status.code, 0);
     t.match(status.out, new RegExp(`running at ${record.url} \\(detached pid ${record.pid}`));
     t.match(status.out, /AKBE_EVENTS +\d+ msgs/);
     t.match(status.out, /AKBE_DEAD_LETTERS/);
 
-    const down = await akbe('nats', 'down', '--home', home);
+    const down = await runCli('nats', 'down', '--home', home);
     t.equal(down.code, 0);
     t.notOk(isNatsServerAlive(record.pid), 'the server process is gone');
     t.equal(readServerRecord(home), null);
-    t.match((await akbe('nats', 'down', '--home', home)).out, /not running/);
+    t.match((await runCli('nats', 'down', '--home', home)).out, /not running/);
   },
 );

@@ -1,24 +1,12 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import t from 'tap';
-import { main } from '../src/cli/main.js';
 import { loadCheckpoint, saveCheckpoint } from '../src/gpu/checkpoint.js';
 import { countParams } from '../src/gpu/config.js';
+import { runCli } from './helpers/cli.js';
 import { refLogprobs, refNextLogprobs } from './helpers/ref-gpt.js';
 import { TINY_CFG, tinyParams } from './helpers/tiny-policy.js';
-
-async function run(args: string[]) {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let o = '';
-  let e = '';
-  out.on('data', (c) => (o += c));
-  err.on('data', (c) => (e += c));
-  const code = await main(args, out, err);
-  return { code, out: o, err: e };
-}
 
 const dir = mkdtempSync(join(tmpdir(), 'akbe-policy-cli-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -27,22 +15,22 @@ const configFile = join(dir, 'gpt.json');
 writeFileSync(configFile, JSON.stringify(TINY_CFG));
 
 t.test('policy init writes a checkpoint and refuses to overwrite it without --force', async (t) => {
-  const r = await run(['policy', 'init', '--config', configFile, '--out', ckpt, '--seed', '4']);
+  const r = await runCli('policy', 'init', '--config', configFile, '--out', ckpt, '--seed', '4');
   t.equal(r.code, 0, r.err);
   t.match(r.out, new RegExp(`wrote .*ckpt \\(${countParams(TINY_CFG)} parameters, seed 4\\)`));
   const c = await loadCheckpoint(ckpt);
   t.same(c.config, TINY_CFG);
-  const again = await run(['policy', 'init', '--config', configFile, '--out', ckpt]);
+  const again = await runCli('policy', 'init', '--config', configFile, '--out', ckpt);
   t.equal(again.code, 1);
   t.match(again.err, /already holds a checkpoint; pass --force/);
   t.equal(
-    (await run(['policy', 'init', '--config', configFile, '--out', ckpt, '--force', '--seed', '4'])).code,
+    (await runCli('policy', 'init', '--config', configFile, '--out', ckpt, '--force', '--seed', '4')).code,
     0,
   );
 
   const bad = join(dir, 'bad.json');
   writeFileSync(bad, JSON.stringify({ ...TINY_CFG, n_head: 3 }));
-  const b = await run(['policy', 'init', '--config', bad, '--out', join(dir, 'x')]);
+  const b = await runCli('policy', 'init', '--config', bad, '--out', join(dir, 'x'));
   t.equal(b.code, 1);
   t.match(b.err, /bad\.json: config key 'n_head' must divide n_embd/);
   t.equal(b.err.trim().split('\n').length, 1);
@@ -54,7 +42,7 @@ t.test('policy logprobs equals a direct float64 computation of the same model', 
   const seqs = [[1, 2, 3, 4], [5], [12, 11, 10, 9, 8, 7, 6, 5, 4, 3]];
   const input = join(dir, 'seqs.json');
   writeFileSync(input, JSON.stringify({ sequences: seqs }));
-  const r = await run(['policy', 'logprobs', '--checkpoint', ckpt, '--input', input, '--threads', '1']);
+  const r = await runCli('policy', 'logprobs', '--checkpoint', ckpt, '--input', input, '--threads', '1');
   t.equal(r.code, 0, r.err);
   const got = JSON.parse(r.out).logprobs as number[][];
   t.same(
@@ -69,14 +57,14 @@ t.test('policy logprobs equals a direct float64 computation of the same model', 
     );
   }
   writeFileSync(input, '{"sequences": [[1, 2], [3');
-  const bad = await run(['policy', 'logprobs', '--checkpoint', ckpt, '--input', input]);
+  const bad = await runCli('policy', 'logprobs', '--checkpoint', ckpt, '--input', input);
   t.equal(bad.code, 1);
   t.match(bad.err, /--input .*seqs\.json: bad JSON/);
 });
 
 t.test('policy sample: greedy continuation matches the reference; flags are checked', async (t) => {
   const params = tinyParams(9);
-  const r = await run([
+  const r = await runCli(
     'policy',
     'sample',
     '--checkpoint',
@@ -87,7 +75,7 @@ t.test('policy sample: greedy continuation matches the reference; flags are chec
     '5',
     '--temperature',
     '0',
-  ]);
+  );
   t.equal(r.code, 0, r.err);
   const res = JSON.parse(r.out);
   const ctx = [1, 2, 3];
@@ -97,7 +85,7 @@ t.test('policy sample: greedy continuation matches the reference; flags are chec
     ctx.push(tok);
   }
   t.equal(res.finishReason, 'length');
-  const seeded = await run([
+  const seeded = await runCli(
     'policy',
     'sample',
     '--checkpoint',
@@ -108,8 +96,8 @@ t.test('policy sample: greedy continuation matches the reference; flags are chec
     '5',
     '--top-p',
     '0.9',
-  ]);
-  const again = await run([
+  );
+  const again = await runCli(
     'policy',
     'sample',
     '--checkpoint',
@@ -120,12 +108,12 @@ t.test('policy sample: greedy continuation matches the reference; flags are chec
     '5',
     '--top-p',
     '0.9',
-  ]);
+  );
   t.equal(seeded.out, again.out, 'same seed, same sample');
-  const bad = await run(['policy', 'sample', '--checkpoint', ckpt, '--tokens', '1,x']);
+  const bad = await runCli('policy', 'sample', '--checkpoint', ckpt, '--tokens', '1,x');
   t.equal(bad.code, 2);
   t.match(bad.err, /--tokens must be comma-separated token ids/);
-  const oov = await run(['policy', 'sample', '--checkpoint', ckpt, '--tokens', '99']);
+  const oov = await runCli('policy', 'sample', '--checkpoint', ckpt, '--tokens', '99');
   t.equal(oov.code, 1);
   t.match(oov.err, /token id 99 is outside the vocabulary/);
 });
@@ -133,17 +121,17 @@ t.test('policy sample: greedy continuation matches the reference; flags are chec
 t.test(
   'policy info reports parameters, device and nodes per provider; an unavailable device is one line',
   async (t) => {
-    const r = await run(['policy', 'info', '--checkpoint', ckpt]);
+    const r = await runCli('policy', 'info', '--checkpoint', ckpt);
     t.equal(r.code, 0, r.err);
     t.match(r.out, new RegExp(`parameters: ${countParams(TINY_CFG)}`));
     t.match(r.out, /device: cpu/);
     t.match(r.out, /nodes per provider \(decode-prefill graph\): CPUExecutionProvider \d+/);
     t.match(r.out, /nodes per provider \(decode-step graph\): CPUExecutionProvider \d+/);
     t.match(r.out, /nodes per provider \(score graph\): CPUExecutionProvider \d+/);
-    const missing = await run(['policy', 'info', '--checkpoint', join(dir, 'nope')]);
+    const missing = await runCli('policy', 'info', '--checkpoint', join(dir, 'nope'));
     t.equal(missing.code, 1);
     t.match(missing.err, /nope\/config\.json: missing/);
-    const dev = await run(['policy', 'info', '--checkpoint', ckpt, '--device', 'tpu']);
+    const dev = await runCli('policy', 'info', '--checkpoint', ckpt, '--device', 'tpu');
     t.equal(dev.code, 2);
     t.match(dev.err, /--device must be one of cpu\|webgpu\|cuda\|auto/);
   },

@@ -7,20 +7,8 @@
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import t from 'tap';
-import { main } from '../src/cli/main.js';
-
-async function akbe(...argv: string[]) {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let o = '';
-  let e = '';
-  out.on('data', (c) => (o += c));
-  err.on('data', (c) => (e += c));
-  const code = await main(argv, out, err);
-  return { code, out: o, err: e };
-}
+import { runCli } from './helpers/cli.js';
 
 interface PathStats {
   em: number;
@@ -37,7 +25,7 @@ const world = join(dir, 'world');
 const base = new URL('../assets/base', import.meta.url).pathname;
 
 t.test('the committed base was trained on the world that seed 0 builds', async (t) => {
-  const built = await akbe('world', 'build', '--seed', '0', '--out', world);
+  const built = await runCli('world', 'build', '--seed', '0', '--out', world);
   t.equal(built.code, 0, built.err);
   const summary = JSON.parse(readFileSync(join(world, 'world.json'), 'utf8'));
   const pretrain = JSON.parse(readFileSync(join(base, 'pretrain.json'), 'utf8'));
@@ -50,7 +38,7 @@ t.test('the committed base was trained on the world that seed 0 builds', async (
 
 t.test('the boundary is real in the base policy, and eval is reproducible', async (t) => {
   const run = async (file: string) => {
-    const r = await akbe(
+    const r = await runCli(
       'eval',
       '--checkpoint',
       base,

@@ -2,14 +2,13 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import t from 'tap';
-import { main } from '../src/cli/main.js';
 import { TINY_WORLD, validateWorldConfig } from '../src/world/config.js';
 import { SPLITS } from '../src/world/entities.js';
 import { readQuestions, readWorldSummary, worldFiles } from '../src/world/files.js';
 import { generateWorld } from '../src/world/generate.js';
 import { COMPARE_KINDS, COMPOSE_KINDS } from '../src/world/questions.js';
+import { runCli } from './helpers/cli.js';
 
 const world = generateWorld({ ...TINY_WORLD, seed: 11 });
 const digest = (files: Map<string, Uint8Array>) =>
@@ -121,15 +120,10 @@ t.test('a world with fewer than 20 countries is refused: guessing must score nea
 t.test('akbe world build writes the files whose digests world.json records', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'akbe-world-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let o = '';
-  let e = '';
-  out.on('data', (c) => (o += c));
-  err.on('data', (c) => (e += c));
-  t.equal(await main(['world', 'build', '--seed', '11', '--size', 'tiny', '--out', dir], out, err), 0);
-  t.match(o, /world seed 11 -> .*entities.*vocab \d+/);
-  t.match(e, /world: corpus/);
+  const built = await runCli('world', 'build', '--seed', '11', '--size', 'tiny', '--out', dir);
+  t.equal(built.code, 0);
+  t.match(built.out, /world seed 11 -> .*entities.*vocab \d+/);
+  t.match(built.err, /world: corpus/);
   const summary = await readWorldSummary(dir);
   for (const [path, hex] of Object.entries(summary.digests)) {
     t.equal(
@@ -149,6 +143,5 @@ t.test('akbe world build writes the files whose digests world.json records', asy
   t.ok(
     dev.every((q) => typeof q.known === 'boolean' && q.golden_answers.length > 0 && Array.isArray(q.facts)),
   );
-  const bad = new PassThrough();
-  t.equal(await main(['world', 'build', '--seed', 'x', '--out', dir], new PassThrough(), bad), 2);
+  t.equal((await runCli('world', 'build', '--seed', 'x', '--out', dir)).code, 2);
 });
