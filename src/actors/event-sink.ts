@@ -67,6 +67,21 @@ function rolloutStep(ctx: FactContext, rolloutId: string, type: string): number 
   return step;
 }
 
+/** The meta of a rollout fact that carries its seed (rollout.started, rollout.turn). */
+function rolloutFactMeta(
+  ctx: FactContext,
+  fact: Extract<AkbeFact, { type: 'rollout.started' | 'rollout.turn' }>,
+) {
+  return {
+    runId: ctx.runId,
+    step: rolloutStep(ctx, fact.rolloutId, fact.type),
+    policyVersion: fact.policyVersion,
+    questionId: fact.questionId,
+    rolloutId: fact.rolloutId,
+    seed: fact.seed,
+  };
+}
+
 /** The catalog event of a rollout's result (shared with the rollout worker's completion). */
 export function rolloutCompletedEvent(runId: string, step: number, r: RolloutResult, clock?: EventClock) {
   return createEvent(
@@ -131,28 +146,14 @@ export function factToEvent(fact: AkbeFact, ctx: FactContext): AkbeEvent | null 
       return createEvent(
         'rollout.started',
         { path: fact.path, index: fact.index, seed: fact.seed },
-        {
-          runId,
-          step: rolloutStep(ctx, fact.rolloutId, fact.type),
-          policyVersion: fact.policyVersion,
-          questionId: fact.questionId,
-          rolloutId: fact.rolloutId,
-          seed: fact.seed,
-        },
+        rolloutFactMeta(ctx, fact),
         clock,
       );
     case 'rollout.turn':
       return createEvent(
         'rollout.turn',
         { turn: fact.turn, tokenIds: Int32Array.from(fact.tokenIds), action: fact.action },
-        {
-          runId,
-          step: rolloutStep(ctx, fact.rolloutId, fact.type),
-          policyVersion: fact.policyVersion,
-          questionId: fact.questionId,
-          rolloutId: fact.rolloutId,
-          seed: fact.seed,
-        },
+        rolloutFactMeta(ctx, fact),
         clock,
       );
     case 'tool.called':

@@ -113,6 +113,15 @@ export function requireString(ctx: CommandContext, name: string): string {
   return v;
 }
 
+/** Returns `n` when it lies within the flag's bounds; a UsageError naming the flag otherwise. */
+function inBounds(name: string, n: number, opts: { min?: number; max?: number }): number {
+  if (opts.min !== undefined && n < opts.min)
+    throw new UsageError(`--${name} must be >= ${opts.min}, got ${n}`);
+  if (opts.max !== undefined && n > opts.max)
+    throw new UsageError(`--${name} must be <= ${opts.max}, got ${n}`);
+  return n;
+}
+
 /** Reads an integer flag within bounds; undefined when absent and no fallback is given. */
 export function intFlag(
   ctx: CommandContext,
@@ -123,11 +132,7 @@ export function intFlag(
   if (v === undefined) return opts.fallback;
   const n = typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : Number.NaN;
   if (!Number.isSafeInteger(n)) throw new UsageError(`--${name} must be an integer, got '${v}'`);
-  if (opts.min !== undefined && n < opts.min)
-    throw new UsageError(`--${name} must be >= ${opts.min}, got ${n}`);
-  if (opts.max !== undefined && n > opts.max)
-    throw new UsageError(`--${name} must be <= ${opts.max}, got ${n}`);
-  return n;
+  return inBounds(name, n, opts);
 }
 
 /** Reads a float flag within bounds. */
@@ -140,11 +145,7 @@ export function numberFlag(
   if (v === undefined) return opts.fallback;
   const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN;
   if (!Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got '${v}'`);
-  if (opts.min !== undefined && n < opts.min)
-    throw new UsageError(`--${name} must be >= ${opts.min}, got ${n}`);
-  if (opts.max !== undefined && n > opts.max)
-    throw new UsageError(`--${name} must be <= ${opts.max}, got ${n}`);
-  return n;
+  return inBounds(name, n, opts);
 }
 
 /** Reads a flag whose value must be one of `choices`. */

@@ -3,6 +3,7 @@
  * of the embedder that built it; a query embedder with another fingerprint would produce vectors
  * in a different space, so opening such an index is refused (see store.ts).
  */
+import { fmix32 } from '../util/rng.js';
 
 export interface Embedder {
   /** Short kind name: `lexical` or `e5`. */
@@ -37,15 +38,6 @@ export function hashString(s: string, seed = 0x811c9dc5): number {
   let h = seed >>> 0;
   for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
   return fmix32(h);
-}
-
-export function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
 }
 
 /** An 8-hex-digit digest of bytes (for fingerprints, not security). */

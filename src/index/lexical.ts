@@ -16,7 +16,8 @@
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { digestBytes, type Embedder, fmix32, hashString, l2Normalize } from './embedder.js';
+import { fmix32 } from '../util/rng.js';
+import { digestBytes, type Embedder, hashString, l2Normalize } from './embedder.js';
 
 export interface LexicalParams {
   /** Dense vector length. */

@@ -48,7 +48,8 @@ export interface BatchRow {
   length: number;
 }
 
-export interface TrainBatch {
+/** The per-row arrays a batch and each of its mini-batches carry: `rows` rows of length T, row-major. */
+export interface BatchArrays {
   rows: number;
   T: number;
   inputIds: Int32Array;
@@ -58,6 +59,9 @@ export interface TrainBatch {
   pgWeight: Float32Array;
   akbeWeight: Float32Array;
   recomputeOld: Uint8Array;
+}
+
+export interface TrainBatch extends BatchArrays {
   rowInfo: BatchRow[];
   /** Row indices of each mini-batch. */
   miniBatches: number[][];
@@ -225,16 +229,7 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
 }
 
 /** One mini-batch as the trainer takes it: flat row-major arrays of `rows` rows of length T. */
-export interface MiniBatch {
-  rows: number;
-  T: number;
-  inputIds: Int32Array;
-  lossMask: Float32Array;
-  oldLogprobs: Float32Array;
-  advantages: Float32Array;
-  pgWeight: Float32Array;
-  akbeWeight: Float32Array;
-  recomputeOld: Uint8Array;
+export interface MiniBatch extends BatchArrays {
   /** Rows past the real ones: padding with every mask and weight 0 (for a fixed-B graph). */
   paddingRows: number;
 }

@@ -7,7 +7,7 @@
  */
 
 /** Mixes a 32-bit value (the murmur3 finaliser): every input bit affects every output bit. */
-function fmix32(h: number): number {
+export function fmix32(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
