@@ -20,7 +20,7 @@
  * forward + backward; the full T x T products are computed, causal masking saves nothing).
  */
 import { parseArgs } from 'node:util';
-import { countParams, type GPTConfig, initParams } from '../src/gpu/config.js';
+import { countParams, DEFAULT_GPT_CONFIG, type GPTConfig, initParams } from '../src/gpu/config.js';
 import { decodeBatch, type GenerateRequest } from '../src/gpu/decoder.js';
 import { Graph, ops } from '../src/gpu/graph/index.js';
 import { OrtDecodeBackend, OrtScorer } from '../src/gpu/ort-policy.js';
@@ -52,15 +52,8 @@ const repeats = Math.max(1, Number(flags.repeats));
 const N = Number(flags.matmul);
 const newTokens = Number(flags['decode-new']);
 
-const cfg: GPTConfig = {
-  vocab_size: Number(flags.vocab),
-  n_embd: 256,
-  n_layer: 4,
-  n_head: 4,
-  n_positions: 256,
-  layer_norm_epsilon: 1e-5,
-  activation_function: 'gelu_new',
-};
+// The reference model: DEFAULT_GPT_CONFIG is the 4-layer d256 GPT.
+const cfg: GPTConfig = { ...DEFAULT_GPT_CONFIG, vocab_size: Number(flags.vocab) };
 const B = 16;
 const T = 256;
 const session: SessionConfig = {

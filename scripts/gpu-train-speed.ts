@@ -6,22 +6,15 @@
  * matmul; embeddings lookups are free), the second term the attention products (full T x T).
  */
 import ort from 'onnxruntime-node';
-import { countParams, type GPTConfig, initParams } from '../src/gpu/config.js';
+import { countParams, DEFAULT_GPT_CONFIG, type GPTConfig, initParams } from '../src/gpu/config.js';
 import { Graph, ops } from '../src/gpu/graph/index.js';
 import { Trainer } from '../src/gpu/trainer.js';
 
 const steps = Number(process.argv[2] ?? 5);
 const threads = Number(process.argv[3] ?? 0);
 const V = Number(process.argv[4] ?? 512);
-const cfg: GPTConfig = {
-  vocab_size: V,
-  n_embd: 256,
-  n_layer: 4,
-  n_head: 4,
-  n_positions: 256,
-  layer_norm_epsilon: 1e-5,
-  activation_function: 'gelu_new',
-};
+// The reference model: DEFAULT_GPT_CONFIG is the 4-layer d256 GPT.
+const cfg: GPTConfig = { ...DEFAULT_GPT_CONFIG, vocab_size: V };
 const B = 16;
 const T = 256;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

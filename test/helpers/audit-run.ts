@@ -8,10 +8,11 @@
  * questions and steps.
  */
 import { createActor, fromPromise, toPromise } from 'xstate';
+import { rolloutCompletedEvent } from '../../src/actors/event-sink.js';
 import type { AkbeEvent, EventDataMap, EventType, MetaInput } from '../../src/events/catalog.js';
 import { createEvent } from '../../src/events/catalog.js';
 import { ManualClock } from '../../src/events/clock.js';
-import { type AkbeFact, finishReasonOf } from '../../src/machines/facts.js';
+import type { AkbeFact } from '../../src/machines/facts.js';
 import { learnerMachine, type TrainRequest, type TrainResult } from '../../src/machines/learner.js';
 import { type QuestionSpec, questionMachine } from '../../src/machines/question.js';
 import { rolloutMachine } from '../../src/machines/rollout.js';
@@ -219,31 +220,8 @@ export function factsToEvents(
         );
         break;
       case 'rollout.completed': {
-        const r = f.result;
-        add(
-          'rollout.completed',
-          {
-            path: r.path,
-            index: r.index,
-            promptTokenIds: Int32Array.from(r.promptTokens),
-            responseTokenIds: Int32Array.from(r.responseTokens),
-            oldLogprobs: Float32Array.from(r.responseLogprobs),
-            lossMask: Uint8Array.from(r.responseMask),
-            answer: r.answer,
-            formatOk: r.formatOk,
-            reward: r.reward,
-            toolCalls: r.toolCalls,
-            seed: r.seed,
-            finishReason: finishReasonOf(r.stopReason),
-            segments: r.segments.map((s) => ({ kind: s.kind, text: s.text })),
-          },
-          {
-            step: current.step,
-            policyVersion: r.policyVersion,
-            questionId: r.questionId,
-            rolloutId: r.rolloutId,
-          },
-        );
+        // The same mapping as the integration's event sink, so the audit tests read real events.
+        events.push(rolloutCompletedEvent(runId, current.step, f.result, clock) as AkbeEvent);
         break;
       }
       case 'group.completed': {
