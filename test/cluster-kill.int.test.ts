@@ -47,14 +47,20 @@ t.test('a rollout worker killed mid-step: the step completes and every rollout c
       if (!t.passing()) process.stderr.write(`--- worker ${i}:\n${w.output()}\n`);
     }
   });
-  const started = async () => {
-    let n = 0;
-    for await (const { event } of store.replay(runId)) if (event.type === 'rollout.started') n++;
-    return n;
+  // Follow the log live and kill worker 0 at its first rollout.started: polling full replays
+  // could see worker 0 finish the whole tiny step before the kill, leaving nothing in flight.
+  const firstRolloutStarted = async () => {
+    const stop = new AbortController();
+    for await (const { event } of store.replay(runId, { follow: true, signal: stop.signal })) {
+      if (event.type === 'rollout.started') {
+        stop.abort();
+        return;
+      }
+    }
   };
   const killer = (async () => {
     await until('worker 0 serving', () => /serving run/.test(workers[0].output()), 180_000);
-    await until('worker 0 rolling out', async () => (await started()) >= 1, 120_000);
+    await firstRolloutStarted();
     workers[0].child.kill('SIGKILL');
     const code = await workers[0].exited;
     workers.push(worker());
