@@ -22,16 +22,10 @@
 import { parseArgs } from 'node:util';
 import { countParams, DEFAULT_GPT_CONFIG, type GPTConfig, initParams } from '../src/gpu/config.js';
 import { decodeBatch, type GenerateRequest } from '../src/gpu/decoder.js';
-import { Graph, ops } from '../src/gpu/graph/index.js';
 import { OrtDecodeBackend, OrtScorer } from '../src/gpu/ort-policy.js';
-import {
-  createSession,
-  DEVICE_CHOICES,
-  type DeviceChoice,
-  loadOrt,
-  type SessionConfig,
-} from '../src/gpu/session.js';
+import { DEVICE_CHOICES, type DeviceChoice, type SessionConfig } from '../src/gpu/session.js';
 import { Trainer } from '../src/gpu/trainer.js';
+import { matmulProbe, median } from './probe.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -62,46 +56,17 @@ const session: SessionConfig = {
   log: (l) => process.stderr.write(`${l}\n`),
 };
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
-
 function trainFlopsPerStep(c: GPTConfig, batch: number, seq: number): number {
   const { n_layer: L, n_embd: D, vocab_size: V } = c;
   const nMatmul = 12 * L * D * D + V * D;
   return 6 * nMatmul * batch * seq + 12 * L * D * seq * (batch * seq);
 }
 
-/** A session running one n x n MatMul; each call times one run and returns GFLOP/s. */
-async function matmulProbe(n: number): Promise<{ run: () => Promise<number>; createMs: number }> {
-  const ort = await loadOrt();
-  const g = new Graph({ name: 'matmul' });
-  const a = g.input('a', 'float32', [n, n]);
-  const b = g.input('b', 'float32', [n, n]);
-  g.output(ops.matmul(a, b), 'c');
-  const { session: s, createMs } = await createSession(g.serialize(), session);
-  const x = new ort.Tensor(
-    'float32',
-    Float32Array.from({ length: n * n }, (_, i) => ((i % 7) - 3) / 8),
-    [n, n],
-  );
-  await s.run({ a: x, b: x }); // warm-up
-  return {
-    createMs,
-    run: async () => {
-      const t0 = performance.now();
-      await s.run({ a: x, b: x });
-      return (2 * n ** 3) / ((performance.now() - t0) / 1000) / 1e9;
-    },
-  };
-}
-
 async function main(): Promise<void> {
   const params = initParams(cfg, 1);
 
   // ---- 1 + 2: MatMul peak and training, interleaved ----
-  const mm = await matmulProbe(N);
+  const mm = await matmulProbe(N, session);
   const tTrain = performance.now();
   const trainer = await Trainer.create(cfg, params, { batch: B, seq: T, session });
   const trainCreateMs = performance.now() - tTrain; // graph build + session

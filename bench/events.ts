@@ -12,8 +12,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { connect } from '@nats-io/transport-node';
 import { Packr, Unpackr } from 'msgpackr';
+import { connectLocal } from '../src/actors/connection.js';
 import { startNatsServer } from '../src/actors/nats-server.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { CODEC_OPTIONS, decodeEvent, encodeEvent, toJsonValue } from '../src/events/codec.js';
@@ -75,7 +75,7 @@ function opsPerSecond(fn: () => unknown, minMs = 300): number {
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), 'akbe-bench-'));
   const server = await startNatsServer({ storeDir: dir });
-  const nc = await connect({ servers: server.url });
+  const nc = await connectLocal(server);
   const store = await EventStore.open(nc);
   const sample = runOf('size-probe');
   const bytes = sample.reduce((a, e) => a + encodeEvent(e).length, 0);

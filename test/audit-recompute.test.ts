@@ -1,6 +1,7 @@
 import t from 'tap';
 import { auditRun } from '../src/audit/audit.js';
 import { boundaryHistory, questionIdsOf } from '../src/audit/history.js';
+import { settingsOf } from '../src/audit/recompute.js';
 import { foldRunLog } from '../src/audit/run-log.js';
 import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
 import { auditRunEvents, withSeqs } from './helpers/audit-run.js';
@@ -140,6 +141,55 @@ t.test('a changed advantage, row role or step metric is named at its learner.ste
   );
 });
 
+t.test('the oracle rates in learner.step.extra are recomputed from the rollouts', async (t) => {
+  const steps = clean.filter((e) => e.type === 'learner.step') as EventOf<'learner.step'>[];
+  t.ok(
+    steps.some((e) => e.data.extra.knownSearchRate !== undefined) &&
+      steps.some((e) => e.data.extra.unknownNoSearchRate !== undefined),
+    'the log records both rates, so the clean audit compared them',
+  );
+  // Planted: a wrong rate (as a sink that counted no-tool rollouts or the wrong questions would write).
+  const wrong = tamper(
+    'learner.step',
+    (e) => e.data.extra.knownSearchRate !== undefined,
+    (e) => {
+      e.data.extra.knownSearchRate = e.data.extra.knownSearchRate === 1 ? 0.5 : 1;
+    },
+  );
+  t.same(
+    auditRun(wrong.events).mismatches.map((m) => [m.seq, m.field]),
+    [[wrong.seq, 'extra.knownSearchRate']],
+  );
+  const dropped = tamper(
+    'learner.step',
+    (e) => e.data.extra.unknownNoSearchRate !== undefined,
+    (e) => {
+      delete e.data.extra.unknownNoSearchRate;
+    },
+  );
+  t.match(auditRun(dropped.events).mismatches, [
+    { seq: dropped.seq, field: 'extra.unknownNoSearchRate', recorded: undefined },
+  ]);
+  // Without the oracle in question.assigned a recorded rate has nothing to back it.
+  const events = clean.map((e) => structuredClone(e));
+  for (const e of events) if (e.type === 'question.assigned') delete e.data.known;
+  const r = auditRun(events);
+  t.same(
+    r.mismatches.map((m) => m.field).sort(),
+    steps
+      .flatMap((e) => Object.keys(e.data.extra))
+      .map((k) => `extra.${k}`)
+      .sort(),
+    'every recorded rate is reported',
+  );
+  t.match(r.notes, [/carries no oracle/]);
+  // A log without the oracle and without rates (written before v2) is clean, with the note.
+  for (const e of events) if (e.type === 'learner.step') e.data.extra = {};
+  const old = auditRun(events);
+  t.same(old.mismatches, []);
+  t.same(old.notes, ['question.assigned carries no oracle (known): the oracle rates were not recomputed']);
+});
+
 t.test(
   'masks: an observation token marked as generated is caught against the turn and tool events',
   async (t) => {
@@ -169,6 +219,27 @@ t.test('a different run seed or option in run.started shows up where it matters'
   const fields = new Set(auditRun(events).mismatches.map((m) => m.field));
   t.ok(fields.has('tieBreakSeed'), 'tie-break seeds derive from the run seed');
   t.ok(fields.has('batch.miniBatchSeed'));
+});
+
+t.test("a changed L_AKBE row weight, or the run's akbeAggregation, is named at the row", async (t) => {
+  const weight = tamper(
+    'learner.step',
+    (e) => e.data.batch!.rows.some((r) => r.akbe),
+    (e) => {
+      const row = e.data.batch!.rows.find((r) => r.akbe)!;
+      row.akbeWeight = row.akbeWeight! * 2;
+    },
+  );
+  t.match(auditRun(weight.events).mismatches, [{ seq: weight.seq, field: /batch\.rows\[\d+\]\.akbeWeight/ }]);
+  // The aggregation is read from run.started; a log without it trained 'pooled' (before session 3).
+  const started = clean.find((e) => e.type === 'run.started') as EventOf<'run.started'>;
+  t.equal(settingsOf(started).akbeAggregation, 'per-target');
+  const old = structuredClone(started);
+  delete (old.data.config as Record<string, unknown>).akbeAggregation;
+  delete (old.data.config as Record<string, unknown>).toolCallCount;
+  t.equal(settingsOf(old).akbeAggregation, 'pooled');
+  t.ok(settingsOf(old).defaulted.includes('akbeAggregation'));
+  t.equal(settingsOf(old).toolCallCount, 'executed', 'older logs counted executed calls only');
 });
 
 t.test('boundary history: one row per step the question was in, shifts marked', async (t) => {

@@ -5,12 +5,13 @@
  */
 import t from 'tap';
 import { createActor, toPromise } from 'xstate';
-import { factToEvent } from '../src/actors/event-sink.js';
+import { factToEvent } from '../src/actors/fact-events.js';
 import { ReplayUnavailableError, replayRun } from '../src/actors/inspect-replay.js';
+import { OracleRates } from '../src/actors/oracle-rates.js';
 import { auditRun, auditRunLog } from '../src/audit/audit.js';
 import { foldRunLog } from '../src/audit/run-log.js';
-import { fillSegments } from '../src/audit/segments.js';
-import { type AkbeEvent, createEvent } from '../src/events/catalog.js';
+import { fillSegments, segmentsFromTokens } from '../src/audit/segments.js';
+import { type AkbeEvent, createEvent, type ResponseSegment } from '../src/events/catalog.js';
 import type { AkbeFact } from '../src/machines/facts.js';
 import type { TrainRequest } from '../src/machines/learner.js';
 import { auditRunInput, scriptedMachines, withSeqs } from './helpers/audit-run.js';
@@ -40,8 +41,11 @@ const events: AkbeEvent[] = [
   ),
 ];
 const published = () => ({ bucket: 'akbe-checkpoints', checkpoint: 'c', sha256: 'ab'.repeat(32), bytes: 1 });
+// The oracle rates as the orchestrator wires them: the facts seen first, then the event formed.
+const oracle = new OracleRates(questions);
 for (const f of facts) {
-  const e = factToEvent(f, { runId, published });
+  oracle.see(f);
+  const e = factToEvent(f, { runId, published, extra: (step) => oracle.extra(step) });
   if (e) events.push(e);
 }
 const logged = withSeqs(events);
@@ -69,29 +73,82 @@ t.test('and a changed reward in it is still found', async (t) => {
   );
 });
 
-t.test('texts rebuilt from token ids with the tokenizer: format re-checked, the run re-plays', async (t) => {
+t.test('the sink records every turn text, and they equal the texts rebuilt from token ids', async (t) => {
+  const completed = logged.filter((e) => e.type === 'rollout.completed');
+  t.equal(completed.length, 2 * 3 * 5);
+  t.ok(
+    completed.every((e) => e.type === 'rollout.completed' && (e.data.segments?.length ?? 0) > 0),
+    'every rollout.completed carries rollout.completed.segments',
+  );
+  // A fresh copy: the log of the other subtests is never written to.
   const log = foldRunLog(logged.map((e) => structuredClone(e)));
-  const filled = fillSegments(log, (ids) => tok.decode(Array.from(ids)));
-  const hasText = logged.some((e) => e.type === 'rollout.completed' && e.data.segments);
-  t.equal(filled, hasText ? 0 : 2 * 3 * 5, 'every rollout without recorded texts');
+  let compared = 0;
+  for (const s of log.steps.values())
+    for (const q of s.questions.values())
+      for (const r of q.rollouts.values()) {
+        if (!r.completed || r.turns.length === 0) continue;
+        // The scripted machines join turns without the worker's leading space; the grammar ignores it.
+        const trim = (xs: ResponseSegment[] | undefined) =>
+          xs?.map((x) => ({ kind: x.kind, text: x.text.trim() }));
+        t.same(
+          trim(r.completed.data.segments),
+          trim(segmentsFromTokens(r, (ids) => tok.decode(Array.from(ids)))),
+          `${r.completed.meta.rolloutId}: recorded segments = decoded turns`,
+        );
+        compared++;
+      }
+  t.equal(compared, 2 * 3 * 5, 'every rollout compared');
+  t.equal(
+    fillSegments(log, (ids) => tok.decode(Array.from(ids))),
+    0,
+    'nothing left to fill from token ids',
+  );
   const r = auditRunLog(log);
   t.same(r.mismatches, []);
   t.notOk(
     r.notes.some((n) => /without segments/.test(n)),
-    'the format was re-checked from text',
+    'the format was checked from the recorded text',
   );
-  const replay = await replayRun(log);
-  t.same(replay.divergences, []);
-  t.equal(replay.steps, 2);
 });
 
-t.test('the inspector re-play says what it lacks instead of diverging', async (t) => {
-  const log = foldRunLog(logged);
-  const hasText = logged.some((e) => e.type === 'rollout.completed' && e.data.segments);
-  if (hasText) {
-    t.same((await replayRun(log)).divergences, [], 'the sink records turn texts: the run re-plays');
-  } else {
-    await t.rejects(replayRun(log), ReplayUnavailableError);
-    await t.rejects(replayRun(log), { message: /rollout\.completed\.segments is not recorded/ });
-  }
+t.test(
+  'a log without recorded texts: the audit notes it, fillSegments rebuilds them, the run re-plays',
+  async (t) => {
+    const bare = logged.map((e) => {
+      const c = structuredClone(e);
+      if (c.type === 'rollout.completed') delete c.data.segments;
+      return c;
+    });
+    t.ok(
+      auditRunLog(foldRunLog(bare.map((e) => structuredClone(e)))).notes.some((n) =>
+        /without segments/.test(n),
+      ),
+      'the audit says the format flags were taken as recorded',
+    );
+    await t.rejects(replayRun(foldRunLog(bare.map((e) => structuredClone(e)))), ReplayUnavailableError);
+    await t.rejects(replayRun(foldRunLog(bare.map((e) => structuredClone(e)))), {
+      message: /rollout\.completed\.segments is not recorded/,
+    });
+    const log = foldRunLog(bare);
+    t.equal(
+      fillSegments(log, (ids) => tok.decode(Array.from(ids))),
+      2 * 3 * 5,
+      'every rollout without recorded texts',
+    );
+    const r = auditRunLog(log);
+    t.same(r.mismatches, []);
+    t.notOk(
+      r.notes.some((n) => /without segments/.test(n)),
+      'the format was re-checked from text',
+    );
+    const replay = await replayRun(log);
+    t.same(replay.divergences, []);
+    t.equal(replay.steps, 2);
+  },
+);
+
+t.test('the inspector re-plays the sink log as recorded', async (t) => {
+  const replay = await replayRun(foldRunLog(logged.map((e) => structuredClone(e))));
+  t.same(replay.divergences, [], 'the sink records turn texts: the run re-plays');
+  t.equal(replay.steps, 2);
 });

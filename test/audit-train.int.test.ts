@@ -52,6 +52,9 @@ await insp.close();
 await viewerClosed;
 const events: AkbeEvent[] = [];
 for await (const { event } of store.replay('real')) events.push(event);
+// The log as read is shared by every subtest: each takes its own copy (fillSegments writes into
+// the events it is given, and would hide a sink that stopped recording turn texts).
+const fresh = (): AkbeEvent[] => structuredClone(events);
 
 t.test(
   "live: the inspector relay carried the real run's run, question, rollout and learner machines",
@@ -73,9 +76,13 @@ t.test(
 );
 
 t.test('a real training run audits clean', async (t) => {
-  const log = foldRunLog(events);
+  const log = foldRunLog(fresh());
   const tok = await readWorldTokenizer(fx.worldDir);
-  fillSegments(log, (ids) => tok.decode(ids));
+  t.equal(
+    fillSegments(log, (ids) => tok.decode(ids)),
+    0,
+    'the sink recorded every turn text',
+  );
   const r = auditRunLog(log);
   t.same(r.mismatches, [], JSON.stringify(r.mismatches.slice(0, 5)));
   t.same(r.settings.defaulted, [], 'every setting read from run.started');
@@ -106,12 +113,13 @@ t.test('the sink records what the audit needs: advantages and trained rows are c
     );
   }
   const completed = events.filter((e) => e.type === 'rollout.completed');
+  t.equal(completed.length, 16);
   t.ok(
-    completed.length === 16 && completed.every((e) => (e.data.segments?.length ?? 0) > 0),
+    completed.every((e) => (e.data.segments?.length ?? 0) > 0),
     'every rollout.completed carries its turn texts',
   );
   // Without decoding anything: the log alone is enough for the whole audit.
-  const r = auditRunLog(foldRunLog(events));
+  const r = auditRunLog(foldRunLog(fresh()));
   t.same(r.mismatches, [], JSON.stringify(r.mismatches.slice(0, 5)));
   t.equal(r.checked.rows, rows, 'every trained row re-derived and compared');
   t.ok(rows > 0);
@@ -123,7 +131,7 @@ t.test('the sink records what the audit needs: advantages and trained rows are c
 
 t.test('a recorded advantage that differs from the recomputed one is reported', async (t) => {
   // The tiny policy's groups often share one reward (all advantages 0), so tamper with a copy.
-  const copy = structuredClone(events);
+  const copy = fresh();
   const e = copy.find((x) => x.type === 'learner.step' && x.data.batch?.rows.some((row) => row.grpo));
   if (e?.type !== 'learner.step' || !e.data.batch) throw new Error('no learner.step with GRPO rows');
   const i = e.data.batch.rows.findIndex((row) => row.grpo);
@@ -137,9 +145,13 @@ t.test('a recorded advantage that differs from the recomputed one is reported', 
 });
 
 t.test('and re-plays through the machines exactly (the inspector re-play)', async (t) => {
-  const log = foldRunLog(events);
+  const log = foldRunLog(fresh());
   const tok = await readWorldTokenizer(fx.worldDir);
-  fillSegments(log, (ids) => tok.decode(ids));
+  t.equal(
+    fillSegments(log, (ids) => tok.decode(ids)),
+    0,
+    'the sink recorded every turn text',
+  );
   const r = await replayRun(log);
   t.same(r.divergences, []);
   t.equal(r.steps, 2);

@@ -13,7 +13,8 @@ import { runTraining } from '../src/actors/orchestrator.js';
 import { auditRun } from '../src/audit/audit.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
-import { startCli, until } from './helpers/cli-process.js';
+import { KILL_AT_ENV } from '../src/util/kill-point.js';
+import { startCli } from './helpers/cli-process.js';
 import { withNats } from './helpers/nats.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 
@@ -25,43 +26,34 @@ t.test('a rollout worker killed mid-step: the step completes and every rollout c
   t.teardown(() => rmSync(home, { recursive: true, force: true }));
   const runId = 'cluster1';
   const spec = tinySpec(fx, { steps: 1, batchQuestions: 3, gWithTool: 2, gNoTool: 2 });
-  const worker = () =>
-    startCli([
-      'worker',
-      '--run-id',
-      runId,
-      '--role',
-      'rollout',
-      '--concurrency',
-      '2',
-      '--nats',
-      nats.server.url,
-      '--home',
-      home,
-    ]);
-  // Worker 0 serves alone at first, so it holds rollouts in flight when it is killed.
-  const workers = [worker()];
+  const worker = (env: NodeJS.ProcessEnv = {}) =>
+    startCli(
+      [
+        'worker',
+        '--run-id',
+        runId,
+        '--role',
+        'rollout',
+        '--concurrency',
+        '2',
+        '--nats',
+        nats.server.url,
+        '--home',
+        home,
+      ],
+      env,
+    );
+  // Worker 0 serves alone at first and kills itself (kill point rollout-start:0) once its first
+  // rollout.started is stored, so it holds taken, unacked rollouts when it dies. A kill timed
+  // from outside raced the run: on an idle machine worker 0 finished the whole tiny step first.
+  const workers = [worker({ [KILL_AT_ENV]: 'rollout-start:0' })];
   t.teardown(() => {
     for (const [i, w] of workers.entries()) {
       w.child.kill('SIGKILL');
       if (!t.passing()) process.stderr.write(`--- worker ${i}:\n${w.output()}\n`);
     }
   });
-  // Follow the log live and kill worker 0 at its first rollout.started: polling full replays
-  // could see worker 0 finish the whole tiny step before the kill, leaving nothing in flight.
-  const firstRolloutStarted = async () => {
-    const stop = new AbortController();
-    for await (const { event } of store.replay(runId, { follow: true, signal: stop.signal })) {
-      if (event.type === 'rollout.started') {
-        stop.abort();
-        return;
-      }
-    }
-  };
   const killer = (async () => {
-    await until('worker 0 serving', () => /serving run/.test(workers[0].output()), 180_000);
-    await firstRolloutStarted();
-    workers[0].child.kill('SIGKILL');
     const code = await workers[0].exited;
     workers.push(worker());
     return code;
@@ -79,6 +71,7 @@ t.test('a rollout worker killed mid-step: the step completes and every rollout c
   });
   const result = await training;
   t.equal(await killer, null, 'worker 0 died of SIGKILL');
+  t.match(workers[0].output(), /killing this process at rollout-start:0/, 'at its kill point');
   t.equal(result.steps, 1, 'the step completed');
 
   const events: AkbeEvent[] = [];
@@ -92,7 +85,7 @@ t.test('a rollout worker killed mid-step: the step completes and every rollout c
   // Worker 1 leaves on its own once the run's status is completed, and reports what it served.
   const exit1 = await Promise.race([
     workers[1].exited,
-    new Promise((r) => setTimeout(() => r('timeout'), 30_000)),
+    new Promise((r) => setTimeout(() => r('timeout'), 30_000).unref()),
   ]);
   t.equal(exit1, 0, 'worker 1 left when the run completed');
   const m = /stopped \((\d+) rollouts, (\d+) redelivered to it\)/.exec(workers[1].output());

@@ -74,6 +74,7 @@ t.test('export writes valid JSONL of every event of the run', async (t) => {
   t.equal(r.code, 0, r.err);
   t.match(r.err, `exported ${events.length} events of run cli-run`);
   const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+  t.match(lines.pop(), /^\{"akbeExportSeal":/, 'the last line is the seal (test/export-seal.int.test.ts)');
   t.equal(lines.length, events.length);
   const parsed = lines.map((l) => JSON.parse(l) as AkbeEvent & { data: Record<string, unknown> });
   t.same(
@@ -90,7 +91,7 @@ t.test('export writes valid JSONL of every event of the run', async (t) => {
   );
 
   const stdout = await runCli('events', 'export', '--run', 'cli-run', '--nats', url);
-  t.equal(stdout.out.trimEnd().split('\n').length, events.length, 'stdout by default');
+  t.equal(stdout.out.trimEnd().split('\n').length, events.length + 1, 'stdout by default, sealed too');
 });
 
 t.test('tail --once prints one line per stored event; tail follows until run.finished', async (t) => {

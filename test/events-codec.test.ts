@@ -1,5 +1,6 @@
 import { Packr, Unpackr } from 'msgpackr';
 import t from 'tap';
+import { parseEventJson } from '../src/audit/jsonl.js';
 import { type AkbeEvent, createEvent, EVENT_TYPES, validateEvent } from '../src/events/catalog.js';
 import { ManualClock, MonotonicClock } from '../src/events/clock.js';
 import { CODEC_OPTIONS, decodeEvent, encodeEvent, eventToJsonLine } from '../src/events/codec.js';
@@ -24,7 +25,7 @@ function rolloutCompleted(): Extract<AkbeEvent, { type: 'rollout.completed' }> {
 
 t.test('the synthetic run covers every event type of the catalog', async (t) => {
   t.same(new Set(events.map((e) => e.type)), new Set(EVENT_TYPES));
-  t.equal(EVENT_TYPES.length, 12);
+  t.equal(EVENT_TYPES.length, 13);
 });
 
 t.test('every event type round-trips, typed arrays included, through a FRESH decoder', async (t) => {
@@ -224,10 +225,40 @@ t.test('subjects: run ids are validated, event types keep their dots', async (t)
     t.throws(() => assertRunId(bad), InvalidRunIdError, JSON.stringify(bad));
 });
 
-t.test('JSONL lines carry typed arrays as plain number arrays', async (t) => {
-  const line = eventToJsonLine(rolloutCompleted());
+t.test('JSONL lines carry typed arrays as plain number arrays, values included', async (t) => {
+  const e = rolloutCompleted();
+  e.data.promptTokenIds = Int32Array.from([7, 3]);
+  e.data.responseTokenIds = Int32Array.from([5, 9, 2]);
+  e.data.oldLogprobs = Float32Array.from([-0.5, -1.25, -3]);
+  e.data.lossMask = Uint8Array.from([1, 0, 1]);
+  const line = eventToJsonLine(e);
   const parsed = JSON.parse(line);
-  t.ok(Array.isArray(parsed.data.responseTokenIds));
-  t.equal(parsed.data.lossMask.length, rolloutCompleted().data.lossMask.length);
+  t.same(parsed.data.promptTokenIds, [7, 3]);
+  t.same(parsed.data.responseTokenIds, [5, 9, 2]);
+  t.same(parsed.data.oldLogprobs, [-0.5, -1.25, -3]);
+  t.same(parsed.data.lossMask, [1, 0, 1]);
+  t.ok(Array.isArray(parsed.data.responseTokenIds), 'a plain array, not an object keyed by index');
   t.notMatch(line, /\n/);
+  // Every event of the synthetic run survives export and import bit for bit.
+  for (const event of events)
+    t.strictSame(parseEventJson(eventToJsonLine(event)), event, `${event.type} through a JSON line`);
+});
+
+t.test('question.assigned v2 carries the oracle; a v1 event (none) is read as v2 without it', async (t) => {
+  const v2 = structuredClone(events.find((e) => e.type === 'question.assigned')) as Extract<
+    AkbeEvent,
+    { type: 'question.assigned' }
+  >;
+  t.equal(v2.v, 2);
+  v2.data.known = false;
+  t.equal((decodeEvent(encodeEvent(v2)) as typeof v2).data.known, false, 'false survives msgpack');
+  const { known: _, ...v1data } = v2.data;
+  const packr = new Packr(CODEC_OPTIONS);
+  const read = decodeEvent(packr.pack({ ...v2, v: 1, data: v1data })) as typeof v2;
+  t.equal(read.v, 2);
+  t.notOk('known' in read.data, 'no oracle invented for a v1 event');
+  t.same(read.data.goldAnswers, v2.data.goldAnswers);
+  t.throws(() => validateEvent({ ...v2, data: { ...v2.data, known: 'yes' } }), {
+    message: /question\.assigned: data\.known/,
+  });
 });

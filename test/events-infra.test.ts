@@ -1,6 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import t from 'tap';
+import { ensureNatsAuth } from '../src/actors/nats-auth.js';
 import { findNatsServerBinary } from '../src/actors/nats-server.js';
 
 const binary = findNatsServerBinary();
@@ -10,9 +13,20 @@ t.test(
   'nats-server accepts every shipped config',
   { skip: binary ? false : 'nats-server not installed' },
   async (t) => {
+    // A copy of the repository's infra beside a home with no credentials yet.
+    const root = mkdtempSync(join(tmpdir(), 'akbe-infra-'));
+    t.teardown(() => rmSync(root, { recursive: true, force: true }));
+    cpSync('infra', join(root, 'infra'), { recursive: true });
+    const check = (file: string) => spawnSync(binary!, ['-t', '-c', join(root, file)], { encoding: 'utf8' });
     for (const file of ['infra/nats/nats-server.conf', ...nodes]) {
-      const r = spawnSync(binary!, ['-t', '-c', file], { encoding: 'utf8' });
-      t.equal(r.status, 0, file);
+      const r = check(file);
+      t.not(r.status, 0, `${file} refuses to start without the generated credentials`);
+      t.match(`${r.stdout}${r.stderr}`, /auth\.conf/, file);
+    }
+    ensureNatsAuth(join(root, '.akbe', 'nats', 'auth')); // what `akbe nats auth` writes
+    for (const file of ['infra/nats/nats-server.conf', ...nodes]) {
+      const r = check(file);
+      t.equal(r.status, 0, `${file}: ${r.stderr}`);
       t.match(`${r.stdout}${r.stderr}`, /is valid/, file);
     }
   },

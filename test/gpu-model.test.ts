@@ -5,7 +5,7 @@
 import ort from 'onnxruntime-node';
 import t from 'tap';
 import { type GPTConfig, gpt2ParamShapes, type Params } from '../src/gpu/config.js';
-import { buildDecodeGraph, buildForwardGraph } from '../src/gpu/model.js';
+import { buildDecodeGraph, buildForwardGraph } from '../src/gpu/policy-graphs.js';
 import { Rng } from '../src/util/rng.js';
 
 const cfg: GPTConfig = {

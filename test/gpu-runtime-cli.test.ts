@@ -6,6 +6,7 @@ import { loadCheckpoint, saveCheckpoint } from '../src/gpu/checkpoint.js';
 import { countParams } from '../src/gpu/config.js';
 import { runCli } from './helpers/cli.js';
 import { refLogprobs, refNextLogprobs } from './helpers/ref-gpt.js';
+import { refSample } from './helpers/ref-sampler.js';
 import { TINY_CFG, tinyParams } from './helpers/tiny-policy.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'akbe-policy-cli-'));
@@ -78,6 +79,9 @@ t.test('policy sample: greedy continuation matches the reference; flags are chec
   );
   t.equal(r.code, 0, r.err);
   const res = JSON.parse(r.out);
+  t.equal(res.tokens.length, 5, '--max-new 5: five tokens');
+  t.equal(res.logprobs.length, 5);
+  t.equal(res.policyLogprobs.length, 5);
   const ctx = [1, 2, 3];
   for (const tok of res.tokens) {
     const lp = refNextLogprobs(TINY_CFG, params, ctx);
@@ -110,6 +114,38 @@ t.test('policy sample: greedy continuation matches the reference; flags are chec
     '0.9',
   );
   t.equal(seeded.out, again.out, 'same seed, same sample');
+  t.equal(seeded.code, 0, seeded.err);
+  // Default --max-new 20 and --temperature 1; the tokens are the independent sampler's.
+  const ref = refSample(TINY_CFG, params, [1], { maxNew: 20, seed: 5, temperature: 1, topP: 0.9 });
+  t.same(
+    JSON.parse(seeded.out).tokens,
+    ref.map((d) => d.token),
+    'seed 5, top-p 0.9: the reference sample',
+  );
+  const hot = await runCli(
+    'policy',
+    'sample',
+    '--checkpoint',
+    ckpt,
+    '--tokens',
+    '4,2',
+    '--seed',
+    '11',
+    '--temperature',
+    '0.5',
+    '--top-p',
+    '0.7',
+    '--max-new',
+    '7',
+  );
+  t.equal(hot.code, 0, hot.err);
+  t.same(
+    JSON.parse(hot.out).tokens,
+    refSample(TINY_CFG, params, [4, 2], { maxNew: 7, seed: 11, temperature: 0.5, topP: 0.7 }).map(
+      (d) => d.token,
+    ),
+    'seed 11, temperature 0.5, top-p 0.7, --max-new 7: the reference sample',
+  );
   const bad = await runCli('policy', 'sample', '--checkpoint', ckpt, '--tokens', '1,x');
   t.equal(bad.code, 2);
   t.match(bad.err, /--tokens must be comma-separated token ids/);

@@ -3,6 +3,7 @@ import { decodeBatch, type GenerateRequest } from '../src/gpu/decoder.js';
 import { OrtDecodeBackend, OrtScorer } from '../src/gpu/ort-policy.js';
 import { PolicyRuntime } from '../src/gpu/policy-runtime.js';
 import { refLogprobs, refNextLogprobs } from './helpers/ref-gpt.js';
+import { refSample } from './helpers/ref-sampler.js';
 import { TINY_CFG, tinyParams } from './helpers/tiny-policy.js';
 
 const cfg = TINY_CFG;
@@ -25,7 +26,7 @@ t.test('scoring sequences of different lengths matches the float64 reference', a
   });
   t.ok(worst < 1e-4, `max |ort - ref| = ${worst}`);
   await t.rejects(scorer.logprobs([[1, 13]]), /token id 13 is outside the vocabulary/);
-  await t.rejects(scorer.logprobs([Array(25).fill(1)]), /more than n_positions = 24/);
+  await t.rejects(scorer.logprobs([Array(25).fill(1)]), /more than the policy's context of 24/);
 });
 
 t.test('greedy batched decoding (left-padded prompts) follows the reference model row by row', async (t) => {
@@ -51,6 +52,47 @@ t.test('greedy batched decoding (left-padded prompts) follows the reference mode
     });
   });
   t.ok(worst < 1e-4, `max logprob error ${worst}`);
+});
+
+t.test('sampled sequences under fixed seeds equal an independent temperature/top-p sampler', async (t) => {
+  const backend = await OrtDecodeBackend.create(cfg, params, { device: 'cpu', intraOpThreads: 1 });
+  t.teardown(() => backend.release());
+  const settings = [
+    { temperature: 0.6, topP: 1 },
+    { temperature: 1, topP: 0.5 },
+    { temperature: 1.8, topP: 0.8 },
+    { temperature: 0.8, topP: 0.3 },
+    { temperature: 1, topP: 1 },
+  ];
+  const reqs: GenerateRequest[] = settings.map((s, i) => ({
+    prompt: [(3 * i + 1) % 13, (5 * i + 2) % 13],
+    maxNewTokens: 10,
+    seed: 900 + i,
+    ...s,
+  }));
+  const got = await decodeBatch(backend, reqs);
+  let worst = 0;
+  let sensitive = 0;
+  for (const [i, req] of reqs.entries()) {
+    const opts = { maxNew: 10, seed: req.seed, temperature: req.temperature!, topP: req.topP! };
+    const ref = refSample(cfg, params, req.prompt, opts);
+    t.same(
+      got[i].tokens,
+      ref.map((d) => d.token),
+      `request ${i} (T ${req.temperature}, top-p ${req.topP})`,
+    );
+    ref.forEach((d, k) => {
+      worst = Math.max(
+        worst,
+        Math.abs(d.logprob - got[i].logprobs[k]),
+        Math.abs(d.policyLogprob - got[i].policyLogprobs[k]),
+      );
+    });
+    const plain = refSample(cfg, params, req.prompt, { ...opts, temperature: 1, topP: 1 });
+    if (plain.some((d, k) => d.token !== ref[k].token)) sensitive++;
+  }
+  t.ok(worst < 1e-4, `max logprob error ${worst}`);
+  t.ok(sensitive >= 3, `${sensitive} of 4 non-default settings change the sequence at the same seed`);
 });
 
 t.test('sampled rows do not depend on their batch-mates; stop tokens end a row early', async (t) => {
@@ -104,7 +146,7 @@ t.test('the in-place cache step graph decodes exactly like the concat-cache grap
 });
 
 t.test(
-  '50 concurrent generate calls are decoded in a few batches; each equals its unbatched result',
+  '50 concurrent generate calls are prefilled in a few forwards; each equals its unbatched result',
   async (t) => {
     const rt = await PolicyRuntime.create(cfg, params, {
       device: 'cpu',
@@ -120,8 +162,8 @@ t.test(
       stopTokens: i % 3 === 0 ? [0] : [],
     }));
     const replies = await Promise.all(reqs.map((r) => rt.generate(r)));
-    const stats = (rt as unknown as { batcher: { stats: { batches: number } } }).batcher.stats;
-    t.ok(stats.batches <= 4, `${stats.batches} batches`);
+    const stats = (rt as unknown as { batcher: { stats: { prefills: number } } }).batcher.stats;
+    t.ok(stats.prefills <= 4, `${stats.prefills} prefills`);
     for (const [i, req] of reqs.entries()) {
       const [alone] = await rt.generateBatch([req]);
       t.same(replies[i].tokens, alone.tokens, `request ${i}`);

@@ -71,6 +71,8 @@ t.test('policy worker: generate, logprobs, trainStep, checkpoints and close', as
   });
 
   const g = await host.generate({ prompt: [1, 2], maxNewTokens: 3, seed: 1, temperature: 0 });
+  t.equal(g.tokens.length, 3, 'maxNewTokens 3: three tokens');
+  t.equal(g.policyLogprobs.length, 3);
   const ctx = [1, 2];
   for (const tok of g.tokens) {
     const lp = refNextLogprobs(cfg, params, ctx);
@@ -92,7 +94,7 @@ t.test('policy worker: generate, logprobs, trainStep, checkpoints and close', as
     oldLogprobs: Float32Array.from(lps.flat()),
     advantages: new Float32Array(2),
     pgWeight: new Float32Array(2),
-    akbeWeight: new Float32Array(2).fill(1),
+    akbeWeight: new Float32Array(2).fill(1 / 14), // per-target: 1 / (2 targets * 7 tokens)
   });
   const first = await host.trainStep({ batch: batch() }, { transfer: true });
   let last = first;

@@ -1,25 +1,34 @@
 /**
- * The GRPO + AKBE loss graph against the plain-TypeScript reference (src/gpu/reference-loss.ts):
+ * The GRPO + AKBE loss graph against the plain-TypeScript reference (test/helpers/reference-loss.ts):
  * loss parts, metrics and d loss / d logp, on random inputs that hit every regime (masked tokens,
- * ratios clipped low and high, dual clip), for both aggregations and both AKBE forms.
+ * ratios clipped low and high, dual clip), for both GRPO aggregations, both AKBE forms and both
+ * AKBE aggregations (row weights from src/rl/batch.ts).
  */
 import ort from 'onnxruntime-node';
 import t from 'tap';
 import { Graph, gradients } from '../src/gpu/graph/index.js';
 import { AGGREGATIONS, AKBE_LOSS_FORMS, policyLoss } from '../src/gpu/losses.js';
-import { type ReferenceLossInput, referenceLoss } from '../src/gpu/reference-loss.js';
+import { akbeRowWeights } from '../src/rl/batch.js';
+import type { AkbeAggregation } from '../src/rl/losses.js';
 import { Rng } from '../src/util/rng.js';
+import { type ReferenceLossInput, referenceLoss } from './helpers/reference-loss.js';
 
 const B = 8;
 const L = 12;
 
-function randomInput(seed: number): Omit<ReferenceLossInput, 'aggregation' | 'akbeLoss'> {
+/** Rows 1, 4, 5 and 7 are AKBE targets (1 and 4 also GRPO samples; 5 is fully masked). */
+const TARGET_ROWS = [1, 4, 5, 7];
+
+function randomInput(
+  seed: number,
+  akbeAggregation: AkbeAggregation,
+): Omit<ReferenceLossInput, 'aggregation' | 'akbeLoss'> {
   const rng = new Rng(seed);
   const n = B * L;
   const tokenLogp = Array.from({ length: n }, () => -3 * rng.float() - 0.01);
   // log-ratios in [-1.6, 1.6]: below 1 - eps, inside, above 1 + eps, and above c = 3 (ln 3 = 1.1)
   const oldLogp = tokenLogp.map((lp) => lp - (rng.float() * 3.2 - 1.6));
-  const lossMask = Array.from({ length: n }, () => (rng.float() < 0.75 ? 1 : 0));
+  const lossMask = Array.from({ length: n }, (): number => (rng.float() < 0.75 ? 1 : 0));
   for (let i = 5 * L; i < 6 * L; i++) lossMask[i] = 0; // one fully masked row
   return {
     batch: B,
@@ -29,7 +38,12 @@ function randomInput(seed: number): Omit<ReferenceLossInput, 'aggregation' | 'ak
     lossMask,
     advantages: Array.from({ length: B }, (_, b) => (b % 3 === 0 ? -1 : 1) * (0.2 + rng.float())),
     pgWeight: [1, 1, 1, 1, 1, 0, 1, 0],
-    akbeWeight: [0, 1, 0, 0, 1, 1, 0, 1], // row 1 and 4 are both GRPO samples and targets
+    akbeWeight: akbeRowWeights(
+      Array.from({ length: B }, (_, b) =>
+        TARGET_ROWS.includes(b) ? lossMask.slice(b * L, (b + 1) * L).reduce((a, m) => a + m, 0) : 0,
+      ),
+      akbeAggregation,
+    ),
     clipEpsLow: 0.2,
     clipEpsHigh: 0.28,
     dualClipC: 3,
@@ -94,7 +108,7 @@ async function runGraph(x: ReferenceLossInput) {
 }
 
 t.test('the random inputs exercise every regime of the clipped loss', async (t) => {
-  const x = randomInput(1);
+  const x = randomInput(1, 'per-target');
   const regimes = { low: 0, high: 0, dual: 0, clamped: 0 };
   x.tokenLogp.forEach((lp, i) => {
     if (!x.lossMask[i]) return;
@@ -112,8 +126,12 @@ t.test('the random inputs exercise every regime of the clipped loss', async (t) 
 for (const aggregation of AGGREGATIONS) {
   for (const akbeLoss of AKBE_LOSS_FORMS) {
     t.test(`graph loss and gradient equal the TS reference (${aggregation}, akbe ${akbeLoss})`, async (t) => {
-      for (const seed of [1, 2, 3]) {
-        const x = { ...randomInput(seed), aggregation, akbeLoss };
+      for (const [seed, akbeAggregation] of [
+        [1, 'per-target'],
+        [2, 'pooled'],
+        [3, 'per-target'],
+      ] as const) {
+        const x = { ...randomInput(seed, akbeAggregation), aggregation, akbeLoss };
         const ref = referenceLoss(x);
         const got = await runGraph(x);
         for (const k of ['loss', 'pgLoss', 'akbeLoss', 'clipFrac', 'approxKl'] as const) {

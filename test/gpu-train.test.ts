@@ -1,15 +1,17 @@
 /**
- * The training step end to end: the whole GRPO + AKBE loss of a tiny GPT agrees with central
- * finite differences (float64), AdamW with global-norm clipping matches a plain-TS update, and a
+ * The training step end to end: the whole GRPO + AKBE loss of a tiny GPT and of tiny Qwen3 /
+ * Llama models agrees with central finite differences (float64), AdamW with global-norm clipping matches a plain-TS update, and a
  * tiny model learns a repeated token pattern.
  */
 import ort from 'onnxruntime-node';
 import t from 'tap';
+import { architecture, type PolicyConfig, parsePolicyConfig } from '../src/gpu/architecture.js';
 import { type GPTConfig, gpt2ParamShapes, initParams, type Params } from '../src/gpu/config.js';
 import type { Aggregation, AkbeLossForm } from '../src/gpu/losses.js';
-import { buildTrainGraph, decays, HYPER_INPUTS } from '../src/gpu/train-step.js';
+import { buildTrainGraph, HYPER_INPUTS } from '../src/gpu/train-step.js';
 import { DEFAULT_TRAIN_HYPER, Trainer } from '../src/gpu/trainer.js';
 import { Rng } from '../src/util/rng.js';
+import { TINY_LLAMA_JSON, tinyLlamaParams } from './helpers/tiny-llama.js';
 
 const tiny: GPTConfig = {
   vocab_size: 7,
@@ -50,9 +52,20 @@ const HYPER = {
   step: 1,
 };
 
+// Tiny Llama-family models: one layer each, so the check stays quick.
+const oneLayer = (json: Record<string, unknown>) =>
+  parsePolicyConfig({ ...json, num_hidden_layers: 1, vocab_size: 7, max_position_embeddings: 6 });
+const MODELS: Array<{ name: string; cfg: PolicyConfig; params: (seed: number) => Params }> = [
+  { name: 'GPT-2', cfg: tiny, params: (seed) => randomParams(tiny, seed) },
+  ...(['qwen3', 'llama'] as const).map((family) => {
+    const cfg = oneLayer(TINY_LLAMA_JSON[family]) as Parameters<typeof tinyLlamaParams>[0];
+    return { name: family, cfg, params: (seed: number) => tinyLlamaParams(cfg, seed, 0.3) };
+  }),
+];
+
 /** A training-step session in float64 with gradient outputs, and feeds for a random batch. */
-async function float64Step(aggregation: Aggregation, akbeLoss: AkbeLossForm) {
-  const g = buildTrainGraph(tiny, {
+async function float64Step(model: (typeof MODELS)[number], aggregation: Aggregation, akbeLoss: AkbeLossForm) {
+  const g = buildTrainGraph(model.cfg, {
     batch: B,
     seq: T,
     dtype: 'float64',
@@ -62,16 +75,17 @@ async function float64Step(aggregation: Aggregation, akbeLoss: AkbeLossForm) {
   });
   const session = await ort.InferenceSession.create(g.serialize());
   const rng = new Rng(11);
-  const params = randomParams(tiny, 5);
+  const params = model.params(5);
   const values = new Map<string, number[]>([...params].map(([k, v]) => [k, Array.from(v)]));
-  const shapes = gpt2ParamShapes(tiny);
-  const ids = Array.from({ length: B * T }, () => rng.int(tiny.vocab_size));
+  const shapes = architecture(model.cfg).paramShapes();
+  const ids = Array.from({ length: B * T }, () => rng.int(architecture(model.cfg).vocabSize));
   const data: Record<string, ort.Tensor> = {
     input_ids: new ort.Tensor('int64', BigInt64Array.from(ids, BigInt), [B, T]),
     loss_mask: f64([0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1], [B, T - 1]),
     advantages: f64([0.8, -1.2, 0.5], [B]),
     pg_weight: f64([1, 1, 0], [B]),
-    akbe_weight: f64([0, 1, 1], [B]),
+    // Rows 1 (2 tokens) and 2 (3 tokens) are AKBE targets, per-target weights 1 / (2 targets * tokens).
+    akbe_weight: f64([0, 1 / 4, 1 / 6], [B]),
     ...Object.fromEntries(HYPER_INPUTS.map((n) => [n, f64([HYPER[n]], [])])),
   };
   for (const { name, shape } of shapes) {
@@ -92,51 +106,72 @@ async function float64Step(aggregation: Aggregation, akbeLoss: AkbeLossForm) {
   return { session, values, feeds, shapes, data };
 }
 
-for (const [aggregation, akbeLoss] of [
-  ['token-mean', 'nll'],
-  ['seq-mean-token-mean', 'clipped'],
-] as const) {
-  t.test(
-    `whole training loss: autodiff = central differences in float64 (${aggregation}, ${akbeLoss})`,
-    async (t) => {
-      const { session, values, feeds, shapes } = await float64Step(aggregation, akbeLoss);
-      const base = await session.run(feeds());
-      const h = 1e-6;
-      const pick = new Rng(3);
-      let worst = 0;
-      let checked = 0;
-      // Every parameter tensor, up to 6 seeded elements each (all of them costs a minute).
-      for (const { name } of shapes) {
-        const v = values.get(name)!;
-        const analytic = base[`grad.${name}`].data as Float64Array;
-        const idx = v.length <= 6 ? v.map((_, i) => i) : Array.from({ length: 6 }, () => pick.int(v.length));
-        const numeric: number[] = [];
-        for (const i of idx) {
-          const orig = v[i];
-          v[i] = orig + h;
-          const up = (await session.run(feeds())).loss.data[0] as number;
-          v[i] = orig - h;
-          const down = (await session.run(feeds())).loss.data[0] as number;
-          v[i] = orig;
-          numeric.push((up - down) / (2 * h));
+for (const model of MODELS) {
+  for (const [aggregation, akbeLoss] of [
+    ['token-mean', 'nll'],
+    ['seq-mean-token-mean', 'clipped'],
+  ] as const) {
+    t.test(
+      `${model.name} whole training loss: autodiff = central differences in float64 (${aggregation}, ${akbeLoss})`,
+      async (t) => {
+        const { session, values, feeds, shapes } = await float64Step(model, aggregation, akbeLoss);
+        const base = await session.run(feeds());
+        const h = 1e-6;
+        const pick = new Rng(3);
+        let worst = 0;
+        let checked = 0;
+        // Every parameter tensor, up to 6 seeded elements each (all of them costs a minute).
+        for (const { name } of shapes) {
+          const v = values.get(name)!;
+          const analytic = base[`grad.${name}`].data as Float64Array;
+          const idx =
+            v.length <= 6 ? v.map((_, i) => i) : Array.from({ length: 6 }, () => pick.int(v.length));
+          const numeric: number[] = [];
+          for (const i of idx) {
+            const orig = v[i];
+            v[i] = orig + h;
+            const up = (await session.run(feeds())).loss.data[0] as number;
+            v[i] = orig - h;
+            const down = (await session.run(feeds())).loss.data[0] as number;
+            v[i] = orig;
+            numeric.push((up - down) / (2 * h));
+          }
+          const scale = Math.max(...numeric.map(Math.abs), ...Array.from(analytic, Math.abs), 1e-12);
+          const err = Math.max(...numeric.map((n, k) => Math.abs(n - analytic[idx[k]]))) / scale;
+          worst = Math.max(worst, err);
+          checked += idx.length;
+          if (err > 1e-6) t.fail(`${name}: relative error ${err}`);
         }
-        const scale = Math.max(...numeric.map(Math.abs), ...Array.from(analytic, Math.abs), 1e-12);
-        const err = Math.max(...numeric.map((n, k) => Math.abs(n - analytic[idx[k]]))) / scale;
-        worst = Math.max(worst, err);
-        checked += idx.length;
-        if (err > 1e-6) t.fail(`${name}: relative error ${err}`);
-      }
-      t.ok(
-        worst <= 1e-6,
-        `${checked} elements of all ${shapes.length} tensors: worst relative error ${worst.toExponential(2)}`,
-      );
-      await session.release();
-    },
-  );
+        t.ok(
+          worst <= 1e-6,
+          `${checked} elements of all ${shapes.length} tensors: worst relative error ${worst.toExponential(2)}`,
+        );
+        await session.release();
+      },
+    );
+  }
 }
 
+/**
+ * The tensors AdamW decays, listed by hand (GPT-2 / nanoGPT: the embedding and linear weight
+ * matrices; never a bias or a LayerNorm gain), independent of the production rule in train-step.ts.
+ */
+const DECAYED = new Set([
+  'wte.weight',
+  'wpe.weight',
+  'h.0.attn.c_attn.weight',
+  'h.0.attn.c_proj.weight',
+  'h.0.mlp.c_fc.weight',
+  'h.0.mlp.c_proj.weight',
+]);
+
 t.test('AdamW with global-norm clipping matches a plain-TS update over two steps', async (t) => {
-  const { session, values, feeds, shapes, data } = await float64Step('token-mean', 'nll');
+  const { session, values, feeds, shapes, data } = await float64Step(MODELS[0], 'token-mean', 'nll');
+  t.equal(
+    shapes.filter(({ name }) => DECAYED.has(name)).length,
+    DECAYED.size,
+    'every hand-listed decayed tensor exists',
+  );
   const m = new Map(shapes.map(({ name }) => [name, new Array<number>(values.get(name)!.length).fill(0)]));
   const v = new Map(shapes.map(({ name }) => [name, new Array<number>(values.get(name)!.length).fill(0)]));
   for (const step of [1, 2]) {
@@ -155,7 +190,7 @@ t.test('AdamW with global-norm clipping matches a plain-TS update over two steps
     t.ok(norm > HYPER.max_grad_norm, `step ${step} clips (norm above max_grad_norm)`);
     const coef = Math.min(1, HYPER.max_grad_norm / (norm + 1e-6));
     let worst = 0;
-    for (const { name, shape } of shapes) {
+    for (const { name } of shapes) {
       const p = values.get(name)!;
       const [mk, vk] = [m.get(name)!, v.get(name)!];
       const got = out[`new.${name}`].data as Float64Array;
@@ -165,7 +200,7 @@ t.test('AdamW with global-norm clipping matches a plain-TS update over two steps
         vk[i] = HYPER.beta2 * vk[i] + (1 - HYPER.beta2) * g * g;
         const mhat = mk[i] / (1 - HYPER.beta1 ** step);
         const vhat = vk[i] / (1 - HYPER.beta2 ** step);
-        const decayed = decays(shape) ? p[i] * (1 - HYPER.lr * HYPER.weight_decay) : p[i];
+        const decayed = DECAYED.has(name) ? p[i] * (1 - HYPER.lr * HYPER.weight_decay) : p[i];
         const expected = decayed - (HYPER.lr * mhat) / (Math.sqrt(vhat) + HYPER.adam_eps);
         worst = Math.max(worst, Math.abs(expected - got[i]) / Math.max(Math.abs(expected), 1e-3));
         p[i] = expected;
@@ -208,7 +243,7 @@ t.test('Trainer: a tiny model learns a repeated token pattern (loss < 10% of sta
       oldLogprobs: new Array(Bt * (Tt - 1)).fill(0),
       advantages: new Array(Bt).fill(0),
       pgWeight: new Array(Bt).fill(0),
-      akbeWeight: new Array(Bt).fill(1),
+      akbeWeight: new Array(Bt).fill(1 / (Bt * (Tt - 1))), // one token-mean over the batch
     };
   };
   const t0 = performance.now();
@@ -239,11 +274,39 @@ t.test('Trainer: a tiny model learns a repeated token pattern (loss < 10% of sta
   await trainer.release();
 });
 
-t.test('DEFAULT_TRAIN_HYPER follows DESIGN.md (eps 0.2, c = 3, lambda 0.05)', async (t) => {
-  t.equal(DEFAULT_TRAIN_HYPER.clipEpsLow, 0.2);
-  t.equal(DEFAULT_TRAIN_HYPER.dualClipC, 3);
-  t.equal(DEFAULT_TRAIN_HYPER.lambda, 0.05);
-});
+t.test(
+  'a Trainer runs with the DESIGN.md defaults (eps 0.2, c = 3, lambda 0.05) under its overrides',
+  async (t) => {
+    const trainer = await Trainer.create(tiny, initParams(tiny, 1), {
+      batch: 2,
+      seq: 4,
+      hyper: { lr: 0.5 },
+      session: { intraOpThreads: 1 },
+    });
+    // Hand-written from DESIGN.md and the torch/verl defaults, not read from DEFAULT_TRAIN_HYPER.
+    t.same(trainer.hyper, {
+      lr: 0.5,
+      beta1: 0.9,
+      beta2: 0.999,
+      eps: 1e-8,
+      weightDecay: 0.01,
+      maxGradNorm: 1,
+      clipEpsLow: 0.2,
+      clipEpsHigh: 0.2,
+      dualClipC: 3,
+      ratioClamp: 20,
+      lambda: 0.05,
+      behaviourWeightCap: 5, // AReaL's behav_imp_weight_cap in its example configs
+      dpoBeta: 0.1, // Rafailov et al. 2023's usual DPO beta
+    });
+    t.same(
+      DEFAULT_TRAIN_HYPER,
+      { ...trainer.hyper, lr: 1e-4 },
+      'the defaults are not changed by an override',
+    );
+    await trainer.release();
+  },
+);
 
 t.test('Trainer rejects a batch of the wrong shape, naming the field', async (t) => {
   const trainer = await Trainer.create(tiny, initParams(tiny, 1), {

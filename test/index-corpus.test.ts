@@ -1,4 +1,4 @@
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { CorpusFormatError, loadCorpus, splitTitle } from '../src/index/corpus.js';
@@ -56,6 +56,95 @@ for (const [what, line, message] of broken) {
     t.same(readdirSync(dir).sort(), ['corpus.jsonl'], 'no temporary build directory left behind');
   });
 }
+
+/** A corpus file from raw bytes (a real bad file, not a string JS would have re-encoded). */
+function writeCorpusBytes(dir: string, parts: Array<string | number[]>): string {
+  const file = join(dir, 'corpus.jsonl');
+  writeFileSync(
+    file,
+    Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from(p)))),
+  );
+  return file;
+}
+
+const refused: Array<[string, (dir: string) => string, RegExp, number]> = [
+  [
+    'invalid UTF-8 (a Latin-1 é)',
+    (dir) =>
+      writeCorpusBytes(dir, [`${good(1)}\n${good(2)}\n{"id": "x", "contents": "Caf`, [0xe9], `\\nText"}\n`]),
+    // {"id": "x", "contents": "Caf is 28 bytes: the bad byte is the 29th.
+    /corpus\.jsonl:3: invalid UTF-8 \(byte 0xe9 at byte 29 of the line\)/,
+    3,
+  ],
+  [
+    'invalid UTF-8 (a 3-byte sequence cut short, CRLF lines)',
+    (dir) => writeCorpusBytes(dir, [`${good(1)}\r\n{"id": "y", "contents": "`, [0xe2, 0x82], `"}\r\n`]),
+    /corpus\.jsonl:2: invalid UTF-8 \(byte 0xe2 at byte 26 of the line\)/,
+    2,
+  ],
+  [
+    'a duplicate passage id',
+    (dir) =>
+      writeCorpusLines(dir, [good(1), good(2), '', JSON.stringify({ id: 'd1', contents: 'Again\nx' })]),
+    /corpus\.jsonl:4: duplicate passage id "d1" \(first on line 1\)/,
+    4,
+  ],
+  [
+    'a numeric id equal to a string id',
+    (dir) =>
+      writeCorpusLines(dir, [
+        JSON.stringify({ id: '7', contents: 'a\nb' }),
+        JSON.stringify({ id: 7, contents: 'c\nd' }),
+      ]),
+    /corpus\.jsonl:2: duplicate passage id "7" \(first on line 1\)/,
+    2,
+  ],
+  [
+    'an empty file',
+    (dir) => writeCorpusBytes(dir, []),
+    /corpus\.jsonl:1: no passages \(the file is empty\)/,
+    1,
+  ],
+  [
+    'only blank lines',
+    (dir) => writeCorpusBytes(dir, ['\n  \n\n']),
+    /corpus\.jsonl:3: no passages \(3 blank lines\)/,
+    3,
+  ],
+];
+
+for (const [what, write, message, line] of refused) {
+  t.test(`${what}: the build is refused naming file:line, and leaves nothing behind`, async (t) => {
+    const dir = tmpDir();
+    const file = write(dir);
+    const out = join(dir, 'idx');
+    const err = await buildIndex({ corpus: file, out, embedder: { kind: 'lexical' }, progress: false }).catch(
+      (e) => e,
+    );
+    t.ok(err instanceof CorpusFormatError, `got ${err}`);
+    t.match(err.message, message);
+    t.equal(err.line, line);
+    t.equal(existsSync(out), false, 'no index directory');
+    t.same(readdirSync(dir), ['corpus.jsonl'], 'no temporary build directory left behind');
+    // The readers of a world's corpus (dev evaluation) refuse it too.
+    await t.rejects(loadCorpus(file), message);
+  });
+}
+
+t.test('valid multi-byte UTF-8 and CRLF line ends read as the text they encode', async (t) => {
+  const dir = tmpDir();
+  const file = writeCorpusBytes(dir, [
+    '{"id": "a", "contents": "Caf',
+    [0xc3, 0xa9],
+    ' \\u00e9\\nx"}\r\n{"id": "b", "contents": "',
+    [0xf0, 0x9f, 0x98, 0x80, 0xe2, 0x82, 0xac],
+    '"}',
+  ]);
+  t.same(await loadCorpus(file), [
+    { id: 'a', contents: 'Café é\nx' },
+    { id: 'b', contents: '😀€' },
+  ]);
+});
 
 t.test('a failed rebuild leaves the earlier index untouched', async (t) => {
   const dir = tmpDir();

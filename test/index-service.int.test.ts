@@ -1,11 +1,13 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import t from 'tap';
+import { connectLocal } from '../src/actors/connection.js';
 import { type LocalNatsServer, startNatsServer } from '../src/actors/nats-server.js';
+import { requestSearch, SearchService } from '../src/actors/search-service.js';
+import { SearchServiceError, searchSubject } from '../src/index/search-request.js';
 import { IndexSearcher, type SearchBackend } from '../src/index/searcher.js';
-import { requestSearch, SearchService, SearchServiceError, searchSubject } from '../src/index/service.js';
 import { buildIndex } from '../src/index/store.js';
 import { tmpDir, writeWikiCorpus } from './fixtures/index/tmp-corpus.js';
 import { WIKI_PASSAGES } from './fixtures/index/wiki-passages.js';
@@ -22,7 +24,7 @@ t.before(async () => {
   await buildIndex({ corpus: writeWikiCorpus(dir), out, embedder: { kind: 'lexical' }, progress: false });
   searcher = await IndexSearcher.open(out);
   server = await startNatsServer({ storeDir: mkdtempSync(join(tmpdir(), 'akbe-nats-')) });
-  nc = await connect({ servers: server.url });
+  nc = await connectLocal(server);
   service = SearchService.start(nc, searcher, { runId: 'r1' });
 });
 
@@ -84,4 +86,20 @@ t.test('a failing backend turns into error replies, not a crash', async (t) => {
   const svc = SearchService.start(nc, failing, { runId: 'r2' });
   await t.rejects(requestSearch(nc, 'r2', ['x']), /search failed: disk on fire/);
   await svc.stop();
+});
+
+t.test('searchLatencyMs holds every reply back by that long, results unchanged', async (t) => {
+  const slow = SearchService.start(nc, searcher, { runId: 'r3', searchLatencyMs: 300 });
+  const t0 = performance.now();
+  const [a, b] = await Promise.all([
+    requestSearch(nc, 'r3', ['Isle of Wight'], 1),
+    requestSearch(nc, 'r3', ['English Channel'], 1),
+  ]);
+  const waited = performance.now() - t0;
+  t.same(a, await requestSearch(nc, 'r1', ['Isle of Wight'], 1), 'the same results as without the delay');
+  t.ok(b[0].length === 1);
+  // A lower bound only (the knob's contract), never a speed claim.
+  t.ok(waited >= 295, `both replies waited the 300 ms (${waited.toFixed(0)} ms)`);
+  t.equal(slow.stats.requests, 2);
+  await slow.stop();
 });

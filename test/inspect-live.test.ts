@@ -8,8 +8,8 @@ import { learnerMachine, type TrainRequest, type TrainResult } from '../src/mach
 import { questionMachine } from '../src/machines/question.js';
 import { rolloutMachine } from '../src/machines/rollout.js';
 import { runMachine } from '../src/machines/run.js';
+import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG } from '../src/rl/config.js';
-import { lossTermsFor } from '../src/rl/losses.js';
 import { fakeSearch, type ScriptedCalls, scriptedGenerate, ToyTokenizer } from './helpers/scripted-policy.js';
 
 interface Msg {
@@ -44,7 +44,9 @@ function tinyRun() {
   const machine = runMachine.provide({
     actors: {
       question: questionMachine.provide({
-        actors: { rollout: rolloutMachine.provide({ actors: { generate, search: fakeSearch(tok, calls) } }) },
+        actors: {
+          rollout: rolloutMachine.provide({ actors: { generate, callTool: fakeSearch(tok, calls) } }),
+        },
       }),
       learner: learnerMachine.provide({
         actors: {
@@ -112,8 +114,8 @@ t.test(
     for (const id of ['run', 'question', 'rollout', 'learner'])
       t.ok(snapshots(id).length > 0, `snapshot messages for the ${id} machine`);
     t.ok(
-      snapshots('rollout').some((m) => m.snapshot?.value === 'searching'),
-      'a with-tool rollout was seen in its searching state',
+      snapshots('rollout').some((m) => m.snapshot?.value === 'callingTool'),
+      'a with-tool rollout was seen in its callingTool state',
     );
     t.ok(
       snapshots('run').some((m) => m.snapshot?.status === 'done'),
@@ -144,7 +146,7 @@ t.test('a viewer that connects late still receives every actor registration', as
     .map(machineOf)
     .filter((id) => machines.has(id ?? ''));
   t.ok(
-    v.msgs.some((m) => m.type === '@xstate.actor' && machineOf(m) === '0.rollout.searching'),
+    v.msgs.some((m) => m.type === '@xstate.actor' && machineOf(m) === '0.rollout.callingTool'),
     'invoked service actors (search) are registered too',
   );
   t.same(
@@ -194,7 +196,7 @@ t.test("a second process's machines join the same inspector through connectInspe
   const insp = await startInspector({ port: 0 });
   t.teardown(() => insp.close());
   const v = await viewer(insp.wsUrl);
-  const worker = connectInspector(insp.wsUrl); // as a rollout worker of a cluster would
+  const worker = connectInspector(insp.producerUrl); // as a rollout worker of a cluster would
   const { machine, input } = tinyRun();
   const a = createActor(machine, { input, inspect: insp.inspect });
   const b = createActor(machine, { input, inspect: worker.inspect });

@@ -12,16 +12,22 @@ const events = withSeqs(run.events);
 t.test('re-running the machines on the recorded outputs reproduces the run exactly', async (t) => {
   const log = foldRunLog(events);
   const input = runInputFromLog(log);
+  // Every question a step drew is rebuilt, in the pool slot it had in the run; the rest are fillers.
+  const drawn = new Set(events.flatMap((e) => (e.type === 'step.started' ? e.data.questionIds : [])));
+  t.ok(drawn.size >= 2, `${drawn.size} questions drawn`);
+  t.equal(input.questions.length, run.questions.length, 'the whole pool');
   t.same(
     input.questions
       .filter((q) => !q.id.startsWith('unused'))
       .map((q) => q.id)
       .sort(),
-    run.questions
-      .filter((q) => input.questions.some((x) => x.id === q.id))
-      .map((q) => q.id)
-      .sort(),
+    [...drawn].sort(),
   );
+  input.questions.forEach((q, i) => {
+    if (q.id.startsWith('unused')) return;
+    t.equal(q.id, run.questions[i].id, `pool slot ${i}`);
+    t.same(q.gold, run.questions[i].gold, `${q.id}: gold answers`);
+  });
   const r = await replayRun(log);
   t.same(r.divergences, []);
   t.equal(r.steps, 2);

@@ -18,7 +18,7 @@ function setup(gWithTool: number, gNoTool: number) {
     return req.turn === 0 ? '<search> baupost founder </search>' : '<answer> seth klarman </answer>';
   });
   const machine = questionMachine.provide({
-    actors: { rollout: rolloutMachine.provide({ actors: { generate, search: fakeSearch(tok, calls) } }) },
+    actors: { rollout: rolloutMachine.provide({ actors: { generate, callTool: fakeSearch(tok, calls) } }) },
   });
   const input: QuestionInput = {
     runSeed: 7,

@@ -15,7 +15,7 @@ function setupRollout(turns: Array<string | null>, input: Partial<RolloutInput> 
   const machine = rolloutMachine.provide({
     actors: {
       generate: scriptedGenerate(tok, calls, (req) => turns[req.turn] ?? null),
-      search: fakeSearch(tok, calls),
+      callTool: fakeSearch(tok, calls),
     },
   });
   const full: RolloutInput = {
@@ -144,13 +144,13 @@ t.test('a generator that breaks its contract is an error', async (t) => {
 });
 
 t.test('driveToOutput runs a rollout to its result, delivers its facts, and aborts on signal', async (t) => {
-  const { driveToOutput } = await import('../src/machines/drive.js');
+  const { driveToOutput } = await import('./helpers/drive.js');
   const tok = new ToyTokenizer();
   const calls: ScriptedCalls = { generate: [], search: [] };
   const machine = rolloutMachine.provide({
     actors: {
       generate: scriptedGenerate(tok, calls, () => '<answer> Seth Klarman </answer>'),
-      search: fakeSearch(tok, calls),
+      callTool: fakeSearch(tok, calls),
     },
   });
   const { input } = setupRollout([]);

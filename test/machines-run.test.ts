@@ -6,8 +6,8 @@ import type { QuestionSpec } from '../src/machines/question.js';
 import { questionMachine } from '../src/machines/question.js';
 import { rolloutMachine } from '../src/machines/rollout.js';
 import { type RunInput, runMachine, sampleStepQuestions } from '../src/machines/run.js';
+import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG } from '../src/rl/config.js';
-import { lossTermsFor } from '../src/rl/losses.js';
 import { fakeSearch, type ScriptedCalls, scriptedGenerate, ToyTokenizer } from './helpers/scripted-policy.js';
 
 function setup(train: (req: TrainRequest) => Promise<TrainResult>) {
@@ -22,7 +22,9 @@ function setup(train: (req: TrainRequest) => Promise<TrainResult>) {
   const machine = runMachine.provide({
     actors: {
       question: questionMachine.provide({
-        actors: { rollout: rolloutMachine.provide({ actors: { generate, search: fakeSearch(tok, calls) } }) },
+        actors: {
+          rollout: rolloutMachine.provide({ actors: { generate, callTool: fakeSearch(tok, calls) } }),
+        },
       }),
       learner: learnerMachine.provide({
         actors: {
@@ -151,6 +153,33 @@ t.test('question sampling is seeded, distinct within a step, and varies across s
   t.not(JSON.stringify(sampleStepQuestions(10, 4, 1, 0)), JSON.stringify(sampleStepQuestions(10, 4, 1, 1)));
   t.throws(() => sampleStepQuestions(3, 4, 1, 0), RangeError);
 });
+
+t.test(
+  'question sampling: known answers, and every question (the last one too) drawn at rate B/N',
+  async (t) => {
+    // Known answers of the seeded stream (run seed 1, steps 0..3): a replay must draw exactly these.
+    t.same(
+      [0, 1, 2, 3].map((k) => sampleStepQuestions(10, 4, 1, k)),
+      [
+        [6, 5, 8, 1],
+        [9, 4, 2, 1],
+        [4, 7, 9, 2],
+        [0, 3, 5, 1],
+      ],
+    );
+    t.same(sampleStepQuestions(5, 5, 7, 0), [4, 1, 0, 2, 3], 'B = N: a permutation of the pool');
+    // Uniform without replacement: each of N questions is in a step's batch with probability B/N.
+    const N = 5;
+    const B = 2;
+    const steps = 4000;
+    const seen = new Array<number>(N).fill(0);
+    for (let k = 0; k < steps; k++) for (const i of sampleStepQuestions(N, B, 11, k)) seen[i]++;
+    const expected = (steps * B) / N;
+    const sd = Math.sqrt(steps * (B / N) * (1 - B / N));
+    for (const [i, c] of seen.entries())
+      t.ok(Math.abs(c - expected) < 5 * sd, `question ${i}: ${c} of ${steps} steps (expected ${expected})`);
+  },
+);
 
 t.test('a failing trainer fails the run', async (t) => {
   const { actor } = setup(async () => {

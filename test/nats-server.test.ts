@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from '@nats-io/transport-node';
 import t from 'tap';
+import { connectLocal } from '../src/actors/connection.js';
 import { findNatsServerBinary, NatsServerMissingError, startNatsServer } from '../src/actors/nats-server.js';
 
 t.test('starts a private JetStream server on a free port and stops it', async (t) => {
@@ -10,7 +10,7 @@ t.test('starts a private JetStream server on a free port and stops it', async (t
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const server = await startNatsServer({ storeDir: dir });
   t.ok(server.port > 0);
-  const nc = await connect({ servers: server.url });
+  const nc = await connectLocal(server);
   const info = nc.info!;
   t.equal(info.jetstream, true, 'JetStream is enabled');
   await nc.close();

@@ -2,12 +2,15 @@
  * Issue 7 acceptance (resume): `akbe train` is SIGKILLed after step 1 of 3 has been published;
  * a resumed orchestrator continues from the log (rollouts already stored are not redone, the
  * policy version comes from the checkpoint store), the run finishes, and the log audits clean.
+ * keepCheckpoints (recorded in run.started) prunes across the crash.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
+import { Objm } from '@nats-io/obj';
 import t from 'tap';
+import { CHECKPOINT_BUCKET } from '../src/actors/checkpoints.js';
 import { runTraining } from '../src/actors/orchestrator.js';
 import { readRunSpec } from '../src/actors/roles.js';
 import { auditRun } from '../src/audit/audit.js';
@@ -29,7 +32,14 @@ t.test(
     const config = join(home, 'tiny.json');
     writeFileSync(
       config,
-      JSON.stringify({ ...TINY_TRAIN, steps: 3, world: fx.worldDir, policy: fx.policyDir, evalQuestions: 0 }),
+      JSON.stringify({
+        ...TINY_TRAIN,
+        steps: 3,
+        world: fx.worldDir,
+        policy: fx.policyDir,
+        evalQuestions: 0,
+        keepCheckpoints: 2,
+      }),
     );
     const published = async () => {
       const versions: number[] = [];
@@ -37,19 +47,24 @@ t.test(
         if (event.type === 'policy.published') versions.push(event.data.version);
       return versions;
     };
-    const first = startCli([
-      'train',
-      '--config',
-      config,
-      '--run-id',
-      runId,
-      '--nats',
-      nats.server.url,
-      '--home',
-      home,
-      '--concurrency',
-      '8',
-    ]);
+    const first = startCli(
+      [
+        'train',
+        '--config',
+        config,
+        '--run-id',
+        runId,
+        '--nats',
+        nats.server.url,
+        '--home',
+        home,
+        '--concurrency',
+        '8',
+      ],
+      // The run also kills itself after step 1's labels: on an idle machine the 3 tiny steps can
+      // finish between two polls of the test's own kill below.
+      { AKBE_TEST_KILL_AT: 'labels:1' },
+    );
     t.teardown(() => first.child.kill('SIGKILL'));
     await until('version 1 published', async () => (await published()).includes(1), 240_000);
     first.child.kill('SIGKILL');
@@ -91,6 +106,15 @@ t.test(
     t.equal(count('run.started'), 1);
     t.same(await published(), [1, 2, 3]);
     t.equal(events.find((e) => e.type === 'run.finished')?.data.status, 'completed');
+    // keepCheckpoints 2 (from run.started, across the crash): v1 went once v3 was recorded, from disk
+    // and from the object store; v0 (the base) stays.
+    t.same(readdirSync(join(home, 'runs', runId, 'checkpoints')).sort(), ['v0', 'v2', 'v3']);
+    const stored = (await new Objm(nats.nc).open(CHECKPOINT_BUCKET).then((o) => o.list())).map((i) => i.name);
+    t.same([...new Set(stored.filter((n) => n.startsWith(`${runId}/`)).map((n) => n.split('/')[1]))].sort(), [
+      'v0',
+      'v2',
+      'v3',
+    ]);
     const audit = auditRun(events);
     t.same(audit.mismatches, [], 'the resumed log audits clean');
     t.equal(audit.checked.steps, 3);

@@ -55,3 +55,13 @@ t.test('the registry: lookup by name, duplicates throw, unknown names list the v
     message: "unknown advantage 'gae'; known: dr-grpo, grpo",
   });
 });
+
+t.test('GRPO known answers: ddof-1 std about a non-zero mean', async (t) => {
+  // [1, 0, 0]: mean 1/3, squared deviations 4/9 + 1/9 + 1/9 over n - 1 = 2 -> std 1/sqrt(3).
+  close(t, grpoAdvantages([1, 0, 0]), [2 / Math.sqrt(3), -1 / Math.sqrt(3), -1 / Math.sqrt(3)]);
+  // [5, 3]: mean 4, std sqrt(2) -> +-1/sqrt(2), whatever the offset.
+  close(t, grpoAdvantages([5, 3]), [Math.SQRT1_2, -Math.SQRT1_2]);
+  t.same(grpoAdvantages([0.7]), [0], 'a group of one has no baseline');
+  t.same(grpoAdvantages([]), []);
+  close(t, drGrpoAdvantages([5, 3, 1]), [2, 0, -2]);
+});

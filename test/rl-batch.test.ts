@@ -55,7 +55,11 @@ t.test(
     t.same(Array.from(b.recomputeOld), [0, 0, 1]);
     t.same(Array.from(b.advantages), f32([0.7, -0.7, 0]));
     t.same(Array.from(b.pgWeight), [1, 1, 0]);
-    t.same(Array.from(b.akbeWeight), [0, 0, 1]);
+    t.same(
+      Array.from(b.akbeWeight),
+      [0, 0, f32([1 / 3])[0]],
+      'the target alone in its mini-batch: 1 / its 3 tokens',
+    );
     t.equal(b.lossTokens, 3 + 2 + 3);
     t.same(
       b.rowInfo.map((r) => [r.rolloutId, r.context]),
@@ -93,7 +97,7 @@ t.test('a tool-dependent target is its with-tool row with an AKBE weight, no ext
     miniBatchQuestions: 1,
   });
   t.equal(b.rows, 2);
-  t.same(Array.from(b.akbeWeight), [1, 0]);
+  t.same(Array.from(b.akbeWeight), [f32([1 / 3])[0], 0], 'its 3 generated tokens (observations excluded)');
   t.same(Array.from(b.pgWeight), [1, 1]);
 });
 
@@ -163,7 +167,92 @@ t.test(
     t.same(Array.from(last.advantages), [1, -1, 0, 0]);
     t.same(Array.from(last.pgWeight), [1, 1, 0, 0]);
     t.same(rowOf(last.lossMask, 3, b.T - 1), Array(b.T - 1).fill(0));
+    t.equal(last.proxLogprobs, undefined, 'no proximal logprobs unless the batch has them');
+    // The decoupled objective's proximal logprobs travel with their rows (0 on padding rows).
+    const prox = Float32Array.from({ length: b.rows * (b.T - 1) }, (_, i) => -(i + 1));
+    const withProx = sliceMiniBatch({ ...b, proxLogprobs: prox }, 1, { padRowsTo: 4 });
+    t.same(rowOf(withProx.proxLogprobs!, 0, b.T - 1), rowOf(prox, 4, b.T - 1));
+    t.same(rowOf(withProx.proxLogprobs!, 1, b.T - 1), rowOf(prox, 5, b.T - 1));
+    t.same(rowOf(withProx.proxLogprobs!, 2, b.T - 1), Array(b.T - 1).fill(0));
     t.throws(() => sliceMiniBatch(b, 0, { padRowsTo: 3 }), RangeError);
     t.throws(() => sliceMiniBatch(b, 2), RangeError);
   },
 );
+
+t.test('sizes, boundaries and messages (found by mutation testing)', async (t) => {
+  const q: BatchQuestion = { group: q1(), label: efficiency('with-tool'), advantages: [0.7, -0.7] };
+  const b = assembleBatch([q], { algo: 'akbe', miniBatchQuestions: 1, padTo: 7 });
+  t.same([b.inputIds.length, b.lossMask.length, b.oldLogprobs.length], [21, 18, 18], 'B x T and B x (T - 1)');
+  t.same(
+    b.rowInfo.map((r) => [r.promptLength, r.length]),
+    [
+      [2, 7],
+      [2, 4],
+      [2, 5],
+    ],
+  );
+  const err = (f: () => unknown) => {
+    try {
+      f();
+    } catch (e) {
+      return `${(e as Error).name}: ${(e as Error).message}`;
+    }
+    return 'accepted';
+  };
+  t.equal(
+    err(() => assembleBatch([q], { algo: 'akbe', miniBatchQuestions: 1, padTo: 6 })),
+    'RolloutShapeError: row q1.wt0 has 7 tokens, more than padTo = 6',
+  );
+  for (const M of [0, 1.5])
+    t.equal(
+      err(() => assembleBatch([q], { algo: 'akbe', miniBatchQuestions: M })),
+      `RangeError: assembleBatch: miniBatchQuestions must be an integer >= 1, got ${M}`,
+    );
+  const broken = q1();
+  broken.withTool[1].responseMask.pop();
+  t.equal(
+    err(() =>
+      assembleBatch([{ group: broken, label: null, advantages: [0, 0] }], {
+        algo: 'grpo',
+        miniBatchQuestions: 1,
+      }),
+    ),
+    'RolloutShapeError: rollout q1.wt1: 2 response tokens but 2 logprobs and 1 mask entries',
+  );
+  t.equal(
+    err(() =>
+      assembleBatch([{ group: q1(), label: null, advantages: [0] }], { algo: 'grpo', miniBatchQuestions: 1 }),
+    ),
+    'RolloutShapeError: question q1: 1 advantages for 2 with-tool rollouts',
+  );
+
+  // A mini-batch of every row, padded to exactly its size, is the batch itself.
+  const all = sliceMiniBatch(b, 0, { padRowsTo: 3 });
+  t.equal(all.paddingRows, 0);
+  for (const k of [
+    'inputIds',
+    'lossMask',
+    'oldLogprobs',
+    'advantages',
+    'pgWeight',
+    'akbeWeight',
+    'recomputeOld',
+  ] as const)
+    t.same(Array.from(all[k]), Array.from(b[k]), k);
+  t.equal(
+    err(() => sliceMiniBatch(b, 1)),
+    'RangeError: sliceMiniBatch: no mini-batch 1 (the batch has 1)',
+  );
+  t.equal(
+    err(() => sliceMiniBatch(b, 0, { padRowsTo: 2 })),
+    'RangeError: sliceMiniBatch: mini-batch 0 has 3 rows, more than padRowsTo = 2',
+  );
+  // Rows picked out of the middle keep their own logprobs (row 1 of a 3-question batch).
+  const three = assembleBatch(
+    ['a', 'b', 'c'].map((id) => ({ group: { ...q1(), questionId: id }, label: null, advantages: [1, -1] })),
+    { algo: 'grpo', miniBatchQuestions: 1 },
+  );
+  const mid = sliceMiniBatch(three, 1);
+  t.same(Array.from(mid.oldLogprobs), Array.from(three.oldLogprobs.subarray(2 * 6, 4 * 6)));
+  t.same(Array.from(mid.lossMask), Array.from(three.lossMask.subarray(2 * 6, 4 * 6)));
+});

@@ -1,24 +1,42 @@
 import t from 'tap';
+import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG, validateTrainConfig } from '../src/rl/config.js';
-import { getLoss, listLosses, lossTermsFor, registerLoss } from '../src/rl/losses.js';
-import { boundaryShifts, evalMetrics, stepMetrics } from '../src/rl/metrics.js';
+import { effectiveLambda, getLoss, listLosses, registerLoss } from '../src/rl/losses.js';
+import {
+  answerMetrics,
+  boundaryShifts,
+  countedToolCalls,
+  oracleRatesExtra,
+  oracleSearchRates,
+  stepMetrics,
+} from '../src/rl/metrics.js';
 import type { BoundaryLabel } from '../src/rl/types.js';
 import { group } from './helpers/rollouts.js';
 
-t.test('EM, TC and TP per split and overall; TP is null with no tool call at all', async (t) => {
-  const m = evalMetrics([
-    { split: 'single-hop', correct: 1, toolCalls: 0 },
-    { split: 'single-hop', correct: 1, toolCalls: 2 },
-    { split: 'multi-hop', correct: 0, toolCalls: 3 },
-    { split: 'multi-hop', correct: 1, toolCalls: 1 },
-    { split: 'memory', correct: 1, toolCalls: 0 },
+t.test('EM, TC and TP over answers; TP is null with no tool call at all', async (t) => {
+  const m = answerMetrics([
+    { correct: 1, toolCalls: 0, stopReason: 'answer' },
+    { correct: 1, toolCalls: 2, stopReason: 'answer' },
+    { correct: 0, toolCalls: 3, stopReason: 'length' },
+    { correct: 1, toolCalls: 1, stopReason: 'answer' },
   ]);
-  t.same(m.splits['single-hop'], { n: 2, em: 1, tc: 1, tp: 1 });
-  t.same(m.splits['multi-hop'], { n: 2, em: 0.5, tc: 2, tp: 0.25 });
-  t.same(m.splits.memory, { n: 1, em: 1, tc: 0, tp: null }, 'x/0 is undefined, not Infinity');
-  t.same(m.overall, { n: 5, em: 0.8, tc: 1.2, tp: 4 / 6 });
-  t.same(Object.keys(m.splits), ['memory', 'multi-hop', 'single-hop']);
-  t.same(evalMetrics([]).overall, { n: 0, em: 0, tc: 0, tp: null }, '0/0');
+  t.same(m, { n: 4, em: 0.75, tc: 1.5, tp: 3 / 6 });
+  t.same(answerMetrics([{ correct: 1, toolCalls: 0, stopReason: 'answer' }]).tp, null, 'x/0 is undefined');
+  t.same(answerMetrics([]), { n: 0, em: 0, tc: 0, tp: null }, '0/0');
+});
+
+t.test('TC counts a refused call past the limit, as Search-R1 counts its last turn', async (t) => {
+  // maxToolCalls 6: six searches answered, a 7th asked for and refused (stop tool-limit, reward 0).
+  const limited = { correct: 0, toolCalls: 6, stopReason: 'tool-limit' };
+  t.equal(countedToolCalls(limited), 7);
+  t.equal(countedToolCalls(limited, 'executed'), 6, 'the rule of logs before session 3');
+  t.equal(countedToolCalls({ toolCalls: 2, stopReason: 'answer' }), 2);
+  const m = answerMetrics([limited, { correct: 1, toolCalls: 1, stopReason: 'answer' }]);
+  t.same(m, { n: 2, em: 0.5, tc: 4, tp: 1 / 8 });
+  const g = group('a', [0, 1], [0], { wtCalls: [6, 1] });
+  g.withTool[0].stopReason = 'tool-limit';
+  t.equal(stepMetrics([g], [], []).toolCallsPerBatch, 8);
+  t.equal(stepMetrics([g], [], [], 'executed').toolCallsPerBatch, 7);
 });
 
 const label = (questionId: string, category: BoundaryLabel['category']): BoundaryLabel => ({
@@ -61,13 +79,41 @@ t.test('step metrics: tool calls per batch, response length, categories', async 
   t.equal(m.boundaryShifts, 1);
 });
 
+t.test('oracle rates: searches on known questions, no search on unknown ones, with-tool only', async (t) => {
+  const groups = [
+    group('a', [1, 0, 1], [1], { wtCalls: [2, 0, 1] }), // known: 2 of 3 searched
+    group('b', [0], [0, 0], { wtCalls: [0] }), // known: 0 of 1
+    group('c', [0, 1, 0], [0], { wtCalls: [0, 3, 0] }), // unknown: 2 of 3 did not search
+    group('d', [0, 0], [], { wtCalls: [0, 0] }), // no oracle: left out
+  ];
+  const oracle: Record<string, boolean> = { a: true, b: true, c: false };
+  const rates = oracleSearchRates(groups, (id) => oracle[id]);
+  // (2 + 0) / (3 + 1); the no-tool rollouts (0 calls) would make it 2/7 if they were counted.
+  t.equal(rates.knownSearchRate, 0.5);
+  t.equal(rates.unknownNoSearchRate, 2 / 3);
+  t.same(oracleRatesExtra(rates), { knownSearchRate: 0.5, unknownNoSearchRate: 2 / 3 });
+  const onlyUnknown = oracleSearchRates(groups, (id) => (id === 'c' ? false : undefined));
+  t.same(onlyUnknown, { knownSearchRate: null, unknownNoSearchRate: 2 / 3 }, '0/0 is null');
+  t.same(oracleRatesExtra(onlyUnknown), { unknownNoSearchRate: 2 / 3 }, 'a null rate is not recorded');
+  t.same(oracleRatesExtra(oracleSearchRates(groups, () => undefined)), {}, 'no oracle, no keys');
+  // A call refused by the limit counts as TC counts it (countedToolCalls): 'emitted' by default.
+  const refused = group('e', [0], [], { wtCalls: [0] });
+  refused.withTool[0].stopReason = 'tool-limit';
+  t.equal(oracleSearchRates([refused], () => true).knownSearchRate, 1);
+  t.equal(oracleSearchRates([refused], () => true, 'executed').knownSearchRate, 0);
+});
+
 t.test('validateTrainConfig fills defaults and names the bad key', async (t) => {
   t.same(validateTrainConfig({}), DEFAULT_TRAIN_CONFIG);
   t.same(validateTrainConfig(undefined), DEFAULT_TRAIN_CONFIG);
   t.equal(validateTrainConfig({ lambda: 0.1, algo: 'grpo' }).lambda, 0.1);
   const bad: Array<[unknown, string]> = [
-    [{ lambda: 'x' }, 'config.lambda must be a number >= 0, got "x"'],
-    [{ lambda: -1 }, 'config.lambda must be a number >= 0, got -1'],
+    [{ lambda: 'x' }, 'config.lambda must be a number >= 0 or \'auto\', got "x"'],
+    [{ lambda: -1 }, "config.lambda must be a number >= 0 or 'auto', got -1"],
+    [
+      { akbeAggregation: 'mean' },
+      "config.akbeAggregation must be one of 'per-target', 'pooled', got \"mean\"",
+    ],
     [{ batchQuestions: 2.5 }, 'config.batchQuestions must be an integer >= 1, got 2.5'],
     [{ clipEps: 1 }, 'config.clipEps must be a number in (0, 1), got 1'],
     [{ akbeLossForm: 'dpo' }, "config.akbeLossForm must be one of 'nll', 'clipped', got \"dpo\""],
@@ -94,7 +140,7 @@ t.test('validateTrainConfig fills defaults and names the bad key', async (t) => 
 });
 
 t.test('loss registry: config choices map to registered, validated loss terms', async (t) => {
-  t.same(listLosses(), ['akbe-clipped', 'akbe-nll', 'grpo']);
+  t.same(listLosses(), ['akbe-clipped', 'akbe-nll', 'dpo', 'grpo']);
   t.same(lossTermsFor({ ...DEFAULT_TRAIN_CONFIG, algo: 'grpo' }), [
     { name: 'grpo', options: { clipEps: 0.2 } },
   ]);
@@ -108,10 +154,20 @@ t.test('loss registry: config choices map to registered, validated loss terms', 
   });
   t.throws(() => getLoss('akbe-dpo'), {
     name: 'UnknownRegistryNameError',
-    message: "unknown loss 'akbe-dpo'; known: akbe-clipped, akbe-nll, grpo",
+    message: "unknown loss 'akbe-dpo'; known: akbe-clipped, akbe-nll, dpo, grpo",
   });
   t.throws(() => registerLoss('grpo', { description: 'other', options: [], validate: () => {} }), {
     name: 'DuplicateRegistrationError',
   });
   t.throws(() => getLoss('akbe-nll').validate({ lambda: -1 }), /lambda must be a number >= 0/);
+});
+
+t.test("lambda 'auto' is the appendix-B rule: 0.05 at G_wt 16, scaled with 1 / G_wt", async (t) => {
+  t.equal(validateTrainConfig({ lambda: 'auto' }).lambda, 'auto');
+  t.equal(effectiveLambda({ lambda: 'auto', gWithTool: 16 }), 0.05);
+  t.equal(effectiveLambda({ lambda: 'auto', gWithTool: 8 }), 0.1);
+  t.equal(effectiveLambda({ lambda: 'auto', gWithTool: 32 }), 0.025);
+  t.equal(effectiveLambda({ lambda: 0.3, gWithTool: 8 }), 0.3);
+  const cfg = validateTrainConfig({ lambda: 'auto', gWithTool: 4 });
+  t.same(lossTermsFor(cfg)[1], { name: 'akbe-nll', options: { lambda: 0.2 } });
 });

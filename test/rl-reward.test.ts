@@ -169,13 +169,9 @@ t.test('scoreTrajectory: EM when the format holds, 0 otherwise', async (t) => {
 });
 
 t.test('every character of Python string.punctuation is removed, and nothing else in ASCII', async (t) => {
-  const punctuation = '!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~';
-  t.equal(punctuation.length, 32);
-  let kept = '';
-  for (let c = 0x21; c < 0x7f; c++) kept += String.fromCharCode(c);
-  const expected = [...kept]
-    .filter((ch) => !punctuation.includes(ch))
-    .join('')
-    .toLowerCase();
-  t.equal(normalizeAnswer(kept), expected);
+  let printable = '';
+  for (let c = 0x21; c < 0x7f; c++) printable += String.fromCharCode(c);
+  // By hand: the 94 printable ASCII characters less the 32 of string.punctuation, lower-cased.
+  t.equal(normalizeAnswer(printable), '0123456789abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz');
+  t.equal(normalizeAnswer('!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'), '', 'string.punctuation alone');
 });

@@ -3,9 +3,12 @@
  */
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { factToEvent, stepOfRolloutId } from '../src/actors/event-sink.js';
+import { factToEvent, stepOfRolloutId } from '../src/actors/fact-events.js';
 import { formatStepLine } from '../src/actors/orchestrator.js';
-import { ConfigFileError, parseJobConfig } from '../src/cli/commands/train-job.js';
+import { runSpecOf } from '../src/actors/roles.js';
+import { runSetup } from '../src/actors/run-setup.js';
+import { ConfigFileError, parseJobConfig, runEvalSettings } from '../src/cli/commands/train-job.js';
+import { createEvent, validateEvent } from '../src/events/catalog.js';
 import { ManualClock } from '../src/events/clock.js';
 import { DEFAULT_TRAIN_CONFIG } from '../src/rl/config.js';
 
@@ -38,7 +41,89 @@ t.test('a bad config names the file and the key', async (t) => {
   t.equal((await bad('evalQuestions: -2\n')).key, 'evalQuestions');
   t.match((await bad('{', 'c.json')).message, /^c\.json: not valid JSON/);
   t.equal((await bad('evalSplits: [valid]\n')).key, 'evalSplits');
+  const keep1 = await bad('keepCheckpoints: 1\n');
+  t.equal(keep1.key, 'keepCheckpoints');
+  t.match(
+    keep1.message,
+    /^x\.yaml: config\.keepCheckpoints must be 0 \(keep every version\) or an integer >= 2 .*, got 1$/,
+  );
+  t.equal((await bad('keepCheckpoints: 2.5\n')).key, 'keepCheckpoints');
+  t.equal((await bad('keepCheckpoints: all\n')).key, 'keepCheckpoints');
+  t.equal((await parseJobConfig('{}', 'c')).keepCheckpoints, 5, 'default: the newest 5 versions (and v0)');
+  t.equal((await parseJobConfig('keepCheckpoints: 0\n', 'c.yaml')).keepCheckpoints, 0, '0 keeps all');
+  // Asynchronous runs roll out on up to maxStaleness + 1 versions: the window must hold them.
+  const stale = await bad('maxStaleness: 2\nkeepCheckpoints: 2\n');
+  t.equal(stale.key, 'keepCheckpoints');
+  t.match(
+    stale.message,
+    /must be 0 \(keep every version\) or an integer >= maxStaleness \+ 1 = 3 .*, got 2$/,
+  );
+  t.equal((await parseJobConfig('maxStaleness: 2\nkeepCheckpoints: 3\n', 'c.yaml')).keepCheckpoints, 3);
+  t.equal((await parseJobConfig('maxStaleness: 1\nkeepCheckpoints: 2\n', 'c.yaml')).keepCheckpoints, 2);
 });
+
+t.test(
+  'a run evaluates as it was started: run.started records the eval settings and a resume reads them',
+  async (t) => {
+    const started = await parseJobConfig('evalQuestions: 0\nevalSplits: [dev, test]\n', 'run.yaml');
+    const setup = runSetup({
+      spec: {
+        train: started.train,
+        worldDir: '/w',
+        basePolicy: '/p',
+        topK: 3,
+        eval: { questions: started.evalQuestions, splits: started.evalSplits },
+        keepCheckpoints: 3,
+      },
+      questions: [
+        { id: 'q0', gold: ['a'], text: 'q?', split: 'train/1', withToolPrompt: [1, 2], noToolPrompt: [1] },
+      ],
+      context: 64,
+      padId: 0,
+      tools: [],
+      index: { dir: '/w/index', fingerprint: 'f' },
+      resume: null,
+      akbeVersion: 'test',
+    });
+    // Through the catalog's validation, as the log stores it.
+    const event = validateEvent(
+      JSON.parse(
+        JSON.stringify(
+          createEvent('run.started', setup.runStarted, { runId: 'r', step: 0, policyVersion: 0 }),
+        ),
+      ),
+    );
+    t.equal(event.type, 'run.started');
+    const spec = runSpecOf((event as { data: { config: Record<string, unknown> } }).data.config);
+    t.same(spec.eval, { questions: 0, splits: ['dev', 'test'] });
+    t.equal(spec.keepCheckpoints, 3, 'keepCheckpoints holds across a resume too');
+    // `akbe train --resume` without --config parses '{}': its defaults (32 dev questions) must not win.
+    const resumeJob = await parseJobConfig('{}', 'config');
+    t.equal(resumeJob.evalQuestions, 32);
+    const lines: string[] = [];
+    t.same(
+      runEvalSettings(spec, resumeJob, (l) => lines.push(l)),
+      { questions: 0, splits: ['dev', 'test'] },
+    );
+    t.same(lines, []);
+    // A log from before the settings were recorded: the config's, said in a line.
+    const { evalQuestions: _q, evalSplits: _s, ...older } = setup.runStarted.config;
+    const old = runSpecOf(older);
+    t.equal(old.eval, undefined);
+    t.equal(spec.train.akbeAggregation, 'per-target', 'recorded: resumed as recorded');
+    const { akbeAggregation: _a, ...beforeAggregation } = setup.runStarted.config;
+    t.equal(
+      runSpecOf(beforeAggregation).train.akbeAggregation,
+      'pooled',
+      'a log before it: the pooled mean it trained',
+    );
+    t.same(
+      runEvalSettings(old, resumeJob, (l) => lines.push(l)),
+      { questions: 32, splits: ['dev'] },
+    );
+    t.match(lines, [/records no eval settings \(an older log\): evaluating 32 questions of dev/]);
+  },
+);
 
 t.test('facts map to catalog events with seeds in the envelope and identity dedupe ids', async (t) => {
   const clock = new ManualClock();

@@ -3,9 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import t from 'tap';
+import { evalRollouts, localRolloutActors } from '../src/actors/eval-rollouts.js';
 import type { GenerateRequest, GenerateResult } from '../src/gpu/decoder.js';
+import { worldEnvironment } from '../src/text/environment.js';
+import { searchTool } from '../src/tools/search.js';
+import type { ServiceCall } from '../src/tools/tool.js';
 import { TINY_WORLD } from '../src/world/config.js';
-import { type EvalRollout, evalReport, rollout } from '../src/world/eval.js';
+import { type EvalRollout, evalReport, evalRolloutOf } from '../src/world/eval.js';
 import { runEval } from '../src/world/eval-run.js';
 import { writeWorld } from '../src/world/files.js';
 import { generateWorld } from '../src/world/generate.js';
@@ -85,11 +89,49 @@ function scripted(
 }
 
 const retriever = new LexicalRetriever(world.passages, world.passages);
-const evalOpts = { temperature: 1, seed: 0, samples: 1, topK: 3, context: 1000, batch: 7 };
+const search: ServiceCall = async (_service, body) => {
+  const { queries, topk } = body as { queries: string[]; topk: number };
+  return {
+    results: queries.map((q) =>
+      retriever.search(q, topk).map((p) => ({ id: p.id, title: '', contents: p.contents, score: 0 })),
+    ),
+  };
+};
+
+/** Evaluation rollouts through the rollout machine with a scripted policy (what akbe eval runs). */
+async function rollout(
+  generate: (reqs: GenerateRequest[]) => Promise<GenerateResult[]>,
+  questions: typeof dev,
+): Promise<EvalRollout[]> {
+  const env = worldEnvironment(tok);
+  const results = await evalRollouts(
+    questions.map((q) => ({
+      id: q.id,
+      gold: q.golden_answers,
+      withToolPrompt: env.promptIds('with-tool', q.question),
+      noToolPrompt: env.promptIds('no-tool', q.question),
+    })),
+    {
+      actors: localRolloutActors(
+        env,
+        async (req) => (await generate([req]))[0],
+        [searchTool({ topK: 3 })],
+        search,
+      ),
+      limits: { toolTags: ['search'], maxToolCalls: 6, maxResponseTokens: 1000 },
+      context: 1000,
+      temperature: 1,
+      samples: 1,
+      seed: 0,
+      policyVersion: 0,
+    },
+  );
+  return results.map(evalRolloutOf);
+}
 const gold = (qid: string) => world.questions.find((q) => q.id === qid)!.golden_answers[0];
 
 t.test('the rollout loop inserts observations, counts searches and scores with the RL reward', async (t) => {
-  const rs = await rollout(scripted(gold), tok, retriever, dev, evalOpts);
+  const rs = await rollout(scripted(gold), dev);
   t.equal(rs.length, dev.length * 2);
   const wt = rs.filter((r) => r.path === 'with-tool');
   t.ok(wt.every((r) => r.toolCalls === 1 && r.em === 1 && r.stopReason === 'answer'));
@@ -144,15 +186,9 @@ t.test('boundary metrics: answering known questions from memory and searching un
 });
 
 t.test('a search on the no-tool path and a seventh search end the rollout without credit', async (t) => {
-  const nt = await rollout(scripted(gold, { searchNoTool: true }), tok, retriever, dev.slice(0, 3), evalOpts);
+  const nt = await rollout(scripted(gold, { searchNoTool: true }), dev.slice(0, 3));
   t.ok(nt.filter((r) => r.path === 'no-tool').every((r) => r.stopReason === 'invalid-action' && r.em === 0));
-  const loop = await rollout(
-    scripted(gold, { searchForever: true }),
-    tok,
-    retriever,
-    dev.slice(0, 2),
-    evalOpts,
-  );
+  const loop = await rollout(scripted(gold, { searchForever: true }), dev.slice(0, 2));
   const wt = loop.filter((r) => r.path === 'with-tool');
   t.ok(wt.every((r) => r.toolCalls === 6 && r.stopReason === 'tool-limit' && r.em === 0 && !r.formatOk));
 });

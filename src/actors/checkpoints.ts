@@ -10,31 +10,107 @@
  *   run stands without reading the log.
  *
  * Version 0 is the run's base policy (`policyRef`), copied in at the start of the run.
+ *
+ * Integrity: the log records each version's sha256 (run.started's `basePolicySha256` for v0,
+ * policy.published for the others). A copy fetched from the object store must match it or it is
+ * refused (CheckpointIntegrityError): the object store can be written by the trainer role, the log's
+ * policy.published only by the orchestrator. A local copy that does not match (or, with no recorded
+ * sha256, does not parse: a truncated write) is replaced by the stored copy, and the log line says so.
  */
-import { createHash } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KV } from '@nats-io/kv';
+import { Kvm } from '@nats-io/kv';
 import type { ObjectStore } from '@nats-io/obj';
+import { Objm } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { delay, retryElection } from '../events/retry.js';
+import { defaultReplicas } from '../events/store.js';
+import { decodeSafetensors } from '../gpu/safetensors.js';
+import { localProblem, sha256Hex } from './checkpoint-integrity.js';
 
 export const CHECKPOINT_BUCKET = 'akbe_checkpoints';
 export const RUNS_BUCKET = 'akbe_runs';
 const FILES = ['config.json', 'model.safetensors', 'optimizer.safetensors'] as const;
+/** Files of a Hugging Face checkpoint besides the weights: copied from the base into every local
+ *  version directory so each one loads as it is in transformers, vLLM or SGLang (not uploaded: they
+ *  never change during a run, and remote roles read the base's). */
+export const TOKENIZER_FILES = [
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'generation_config.json',
+  'chat_template.jinja',
+  'special_tokens_map.json',
+] as const;
+
+/**
+ * Versions a run keeps (`keepCheckpoints`), locally and in the object store: the newest N, plus v0
+ * (the base: each version's tokenizer files are copied from it). 5 keeps every version of the
+ * default config's 4-step run, and bounds a long run of a large model (a Qwen3-4B version with its
+ * AdamW state is ~40 GB). 0 keeps every version.
+ */
+export const DEFAULT_KEEP_CHECKPOINTS = 5;
+
+/**
+ * Why `keep` is not a valid keepCheckpoints, or null. At least 2: after version k+1 is published,
+ * version k still serves the step's last rollouts on a worker and is what a resume needs if the
+ * orchestrator dies before policy.published(k+1) is stored.
+ */
+export function keepCheckpointsProblem(keep: unknown, maxStaleness = 0): string | null {
+  const least = Math.max(2, maxStaleness + 1);
+  if (typeof keep === 'number' && Number.isInteger(keep) && (keep === 0 || keep >= least)) return null;
+  if (least > 2)
+    return `config.keepCheckpoints must be 0 (keep every version) or an integer >= maxStaleness + 1 = ${least} (the versions rollouts may still run on), got ${JSON.stringify(keep)}`;
+  return `config.keepCheckpoints must be 0 (keep every version) or an integer >= 2 (the newest version and the one before it, which a worker may still serve and a resume may need), got ${JSON.stringify(keep)}`;
+}
 
 export class CheckpointMissingError extends Error {
   constructor(
     readonly runId: string,
     readonly version: number,
+    /** What was wrong with the local copy, when there was one. */
+    readonly localDamage?: string,
     opts?: ErrorOptions,
   ) {
     super(
-      `run ${runId}: no checkpoint of policy version ${version} on disk or in object store ${CHECKPOINT_BUCKET}`,
+      `run ${runId}: no ${localDamage ? 'intact ' : ''}checkpoint of policy version ${version} on disk or in object store ${CHECKPOINT_BUCKET}${localDamage ? ` (the local copy is damaged: ${localDamage})` : ''}`,
       opts,
     );
     this.name = 'CheckpointMissingError';
   }
+}
+
+/** A stored checkpoint whose weights are not the ones the log recorded: never loaded. */
+export class CheckpointIntegrityError extends Error {
+  constructor(
+    readonly runId: string,
+    readonly version: number,
+    readonly actual: string,
+    readonly expected: string,
+  ) {
+    super(
+      `run ${runId}: policy version ${version} in object store ${CHECKPOINT_BUCKET} has sha256 ${actual.slice(0, 16)}…, not the ${expected.slice(0, 16)}… the log recorded; refusing to load it`,
+    );
+    this.name = 'CheckpointIntegrityError';
+  }
+}
+
+export interface CheckpointStoreOptions {
+  /** Where a replaced local copy is reported. */
+  log?: (line: string) => void;
+  /**
+   * The sha256 the log recorded for a version not registered with `expect` (a worker reads the
+   * run's log); undefined when the log has none.
+   */
+  recorded?: (version: number) => Promise<string | undefined>;
+  /**
+   * A worker's cache: keep only the newest N versions on disk (and v0), removed as newer ones are
+   * fetched or published (keepCheckpoints; 0 or undefined keeps all). The orchestrator prunes the
+   * run dir and the object store itself (`prune`).
+   */
+  cacheKeep?: number;
 }
 
 export interface PublishedCheckpoint {
@@ -47,21 +123,53 @@ export interface PublishedCheckpoint {
 }
 
 export class CheckpointStore {
+  /** sha256 of each version's model.safetensors as the log records it (or as this process wrote it). */
+  private readonly expected = new Map<number, string>();
+  /** Versions whose local copy was checked (or written) by this process. */
+  private readonly verified = new Set<number>();
+  /** prune(): every version from 1 to below this one is gone (1: nothing pruned by this process yet). */
+  private prunedFrom = 1;
+
   private constructor(
+    /** Every object store and KV call retries through a cluster's leader election (events/retry.ts). */
+    private readonly nc: NatsConnection,
     readonly runId: string,
     /** Local directory of this run's versions (or a cache of them on a worker). */
     readonly dir: string,
     private readonly obj: ObjectStore,
     private readonly kv: KV,
+    private readonly opts: CheckpointStoreOptions,
   ) {}
 
-  static async open(nc: NatsConnection, runId: string, dir: string): Promise<CheckpointStore> {
-    const { Objm } = await import('@nats-io/obj');
-    const { Kvm } = await import('@nats-io/kv');
-    const obj = await new Objm(nc).create(CHECKPOINT_BUCKET);
-    const kv = await new Kvm(nc).create(RUNS_BUCKET);
+  static async open(
+    nc: NatsConnection,
+    runId: string,
+    dir: string,
+    opts: CheckpointStoreOptions = {},
+  ): Promise<CheckpointStore> {
+    // As many replicas as the event log (3 on a cluster): a run must survive losing one node.
+    const replicas = defaultReplicas(nc);
+    const obj = await retryElection(nc, `object store ${CHECKPOINT_BUCKET}`, () =>
+      new Objm(nc).create(CHECKPOINT_BUCKET, { replicas }),
+    );
+    const kv = await retryElection(nc, `KV ${RUNS_BUCKET}`, () =>
+      new Kvm(nc).create(RUNS_BUCKET, { replicas }),
+    );
     await mkdir(dir, { recursive: true });
-    return new CheckpointStore(runId, dir, obj, kv);
+    return new CheckpointStore(nc, runId, dir, obj, kv, opts);
+  }
+
+  /** Registers the sha256 the log recorded for `version`'s model.safetensors. */
+  expect(version: number, sha256: string): void {
+    this.expected.set(version, sha256);
+  }
+
+  private async recordedSha(version: number): Promise<string | undefined> {
+    const known = this.expected.get(version);
+    if (known) return known;
+    const found = await this.opts.recorded?.(version);
+    if (found) this.expected.set(version, found);
+    return found;
   }
 
   versionDir(version: number): string {
@@ -75,20 +183,27 @@ export class CheckpointStore {
   /** Uploads the files of `versionDir(version)` and returns where the weights are. */
   async publish(version: number): Promise<PublishedCheckpoint> {
     const dir = this.versionDir(version);
+    if (version > 0) await copyPresent(this.versionDir(0), dir, TOKENIZER_FILES);
     let model: Uint8Array | null = null;
     for (const file of FILES) {
       const path = join(dir, file);
       if (!existsSync(path)) continue;
       const bytes = new Uint8Array(await readFile(path));
       if (file === 'model.safetensors') model = bytes;
-      await this.obj.putBlob({ name: this.objectName(version, file) }, bytes);
+      const name = this.objectName(version, file);
+      await retryElection(this.nc, `store ${name}`, () => this.obj.putBlob({ name }, bytes));
     }
     if (!model) throw new CheckpointMissingError(this.runId, version);
     await this.setCurrentVersion(version);
+    const sha256 = sha256Hex(model);
+    // This process wrote (or checked) these bytes: later loads here need not hash them again.
+    this.expected.set(version, sha256);
+    this.verified.add(version);
+    await this.pruneCache(version);
     return {
       bucket: CHECKPOINT_BUCKET,
       checkpoint: this.objectName(version, 'model.safetensors'),
-      sha256: createHash('sha256').update(model).digest('hex'),
+      sha256,
       bytes: model.byteLength,
     };
   }
@@ -97,43 +212,180 @@ export class CheckpointStore {
   async importBase(baseDir: string): Promise<PublishedCheckpoint> {
     const dir = this.versionDir(0);
     await mkdir(dir, { recursive: true });
-    for (const file of FILES) {
-      if (existsSync(join(baseDir, file))) await copyFile(join(baseDir, file), join(dir, file));
-    }
+    await copyPresent(baseDir, dir, [...FILES, ...TOKENIZER_FILES], true);
     if (!existsSync(join(dir, 'model.safetensors')))
       throw new Error(`${baseDir}: no model.safetensors; build a base policy with akbe pretrain`);
     return this.publish(0);
   }
 
-  /** A local directory holding `version`, fetched from the object store when not on disk. */
+  /**
+   * A local directory holding `version`: the local copy when it is intact (its sha256 is the one
+   * the log recorded, or with none recorded it parses), else the stored copy from the object
+   * store, checked against the recorded sha256 before anything is written.
+   */
   async local(version: number): Promise<string> {
     const dir = this.versionDir(version);
-    if (existsSync(join(dir, 'model.safetensors')) && existsSync(join(dir, 'config.json'))) return dir;
-    await mkdir(dir, { recursive: true });
-    for (const file of FILES) {
-      const bytes = await this.obj.getBlob(this.objectName(version, file)).catch(() => null);
-      if (bytes) await writeFile(join(dir, file), bytes);
-      else if (file !== 'optimizer.safetensors') throw new CheckpointMissingError(this.runId, version);
+    const expected = await this.recordedSha(version);
+    let damage: string | undefined;
+    if (existsSync(join(dir, 'model.safetensors')) && existsSync(join(dir, 'config.json'))) {
+      if (this.verified.has(version)) return dir;
+      damage = (await localProblem(dir, expected)) ?? undefined;
+      if (!damage) {
+        this.verified.add(version);
+        return dir;
+      }
+      this.opts.log?.(
+        `checkpoint v${version} at ${dir} is damaged (${damage}); using the stored copy from object store ${CHECKPOINT_BUCKET}`,
+      );
     }
+    const files = new Map<string, Uint8Array>();
+    for (const file of FILES) {
+      const name = this.objectName(version, file);
+      // null: no such object (a missing optimizer state is fine); election errors are retried.
+      const bytes = await retryElection(this.nc, `fetch ${name}`, () => this.obj.getBlob(name)).catch(
+        () => null,
+      );
+      if (bytes) files.set(file, bytes);
+      else if (file !== 'optimizer.safetensors')
+        throw new CheckpointMissingError(this.runId, version, damage);
+    }
+    const model = files.get('model.safetensors')!;
+    const actual = sha256Hex(model);
+    if (expected && actual !== expected)
+      throw new CheckpointIntegrityError(this.runId, version, actual, expected);
+    if (!expected) decodeSafetensors(model, this.objectName(version, 'model.safetensors'));
+    await mkdir(dir, { recursive: true });
+    // Each file whole or not at all (a crash mid-write must not leave a truncated copy that loads).
+    for (const [file, bytes] of files) {
+      const tmp = join(dir, `.${file}.${process.pid}.tmp`);
+      await writeFile(tmp, bytes);
+      await rename(tmp, join(dir, file));
+    }
+    this.expected.set(version, actual);
+    this.verified.add(version);
+    await this.pruneCache(version);
     return dir;
   }
 
+  /** Removes cached versions older than the newest `cacheKeep` (never v0), on disk only. */
+  private async pruneCache(newest: number): Promise<void> {
+    const keep = this.opts.cacheKeep ?? 0;
+    if (keep === 0) return;
+    for (const name of await readdir(this.dir).catch(() => [] as string[])) {
+      const v = /^v\d+$/.test(name) ? Number(name.slice(1)) : 0;
+      if (v >= 1 && v <= newest - keep) {
+        await rm(this.versionDir(v), { recursive: true, force: true });
+        this.verified.delete(v);
+      }
+    }
+  }
+
+  /**
+   * Removes the versions older than the newest `keep` (never v0), on disk and in the object store,
+   * once `newest` is recorded in the log (call it then: the log's last version is what a resume
+   * loads). Returns the versions removed. keep 0 removes nothing.
+   */
+  async prune(newest: number, keep: number): Promise<number[]> {
+    const problem = keepCheckpointsProblem(keep);
+    if (problem) throw new RangeError(problem);
+    const last = newest - keep; // the newest version to remove
+    if (keep === 0 || last < this.prunedFrom) return [];
+    // The first prune of a process lists what is there (a resumed run left older versions);
+    // later ones remove the versions that fell out of the window since.
+    const candidates = new Set<number>();
+    if (this.prunedFrom === 1) for (const v of await this.presentVersions()) candidates.add(v);
+    else for (let v = this.prunedFrom; v <= last; v++) candidates.add(v);
+    const removed = [...candidates].filter((v) => v >= 1 && v <= last).sort((a, b) => a - b);
+    for (const v of removed) {
+      await rm(this.versionDir(v), { recursive: true, force: true });
+      for (const file of FILES) {
+        const name = this.objectName(v, file);
+        // Through a leader election; a missing object (optimizer state) is fine.
+        await retryElection(this.nc, `delete ${name}`, () => this.obj.delete(name)).catch(() => undefined);
+      }
+      this.verified.delete(v);
+    }
+    this.prunedFrom = last + 1;
+    return removed;
+  }
+
+  /** The versions of this run on disk or in the object store. */
+  private async presentVersions(): Promise<Set<number>> {
+    const out = new Set<number>();
+    const version = (name: string) => (/^v\d+$/.test(name) ? Number(name.slice(1)) : null);
+    for (const name of await readdir(this.dir).catch(() => [] as string[])) {
+      const v = version(name);
+      if (v !== null) out.add(v);
+    }
+    const prefix = `${this.runId}/`;
+    for (const info of await retryElection(this.nc, `list ${CHECKPOINT_BUCKET}`, () => this.obj.list())) {
+      if (!info.name.startsWith(prefix)) continue;
+      const v = version(info.name.slice(prefix.length).split('/')[0]);
+      if (v !== null) out.add(v);
+    }
+    return out;
+  }
+
   async currentVersion(): Promise<number | null> {
-    const e = await this.kv.get(`${this.runId}.policy`);
+    const e = await this.kvGet(`${this.runId}.policy`);
     if (!e || e.length === 0) return null;
     return Number(e.string());
   }
 
   async setCurrentVersion(version: number): Promise<void> {
-    await this.kv.put(`${this.runId}.policy`, String(version));
+    await this.kvPut(`${this.runId}.policy`, String(version));
+  }
+
+  /**
+   * The run's secret dedupe key (EventStore.useDedupeKey): 32 random bytes in KV `<run>.dedupe-key`,
+   * made by whichever process of the run asks first (kv.create is atomic, so all agree on one).
+   */
+  async dedupeKey(): Promise<Uint8Array> {
+    const name = `${this.runId}.dedupe-key`;
+    const existing = await this.kvGet(name);
+    if (existing && existing.length > 0) return Buffer.from(existing.string(), 'base64');
+    const key = randomBytes(32).toString('base64');
+    try {
+      await retryElection(this.nc, `KV create ${name}`, () => this.kv.create(name, key));
+      // Ours: no read back (on a cluster the get may be answered by a replica that lacks it yet).
+      return Buffer.from(key, 'base64');
+    } catch {
+      // another process of the run created it first: use theirs, once it reaches our replica
+    }
+    for (let tries = 0; tries < 50; tries++) {
+      const e = await this.kvGet(name);
+      if (e && e.length > 0) return Buffer.from(e.string(), 'base64');
+      await delay(100);
+    }
+    throw new Error(`run ${this.runId}: no dedupe key in KV ${RUNS_BUCKET}`);
+  }
+
+  private kvGet(key: string) {
+    return retryElection(this.nc, `KV get ${key}`, () => this.kv.get(key));
+  }
+
+  private kvPut(key: string, value: string) {
+    return retryElection(this.nc, `KV put ${key}`, () => this.kv.put(key, value));
   }
 
   async setStatus(status: string): Promise<void> {
-    await this.kv.put(`${this.runId}.status`, status);
+    await this.kvPut(`${this.runId}.status`, status);
   }
 
   async status(): Promise<string | null> {
-    const e = await this.kv.get(`${this.runId}.status`);
+    const e = await this.kvGet(`${this.runId}.status`);
     return e && e.length > 0 ? e.string() : null;
   }
+}
+
+/** Copies the files of `names` that exist in `from` (over those in `to` only when `overwrite`). */
+async function copyPresent(
+  from: string,
+  to: string,
+  names: readonly string[],
+  overwrite = false,
+): Promise<void> {
+  for (const file of names)
+    if (existsSync(join(from, file)) && (overwrite || !existsSync(join(to, file))))
+      await copyFile(join(from, file), join(to, file));
 }

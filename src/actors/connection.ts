@@ -8,35 +8,54 @@
  *    server.json so that a second akbe process (e.g. `akbe events tail` beside a training run)
  *    joins it instead of starting a second server on the same store directory.
  *
+ *
+ * Every server akbe starts requires credentials (src/actors/nats-auth.ts). A client presents the
+ * nkey of its role (`role`, default orchestrator): `AKBE_NATS_CREDS` (a seed file), else
+ * `<auth dir>/<role>.nk` (auth dir: `AKBE_NATS_AUTH_DIR` or `<home>/nats/auth`). TLS: a `tls://`
+ * URL or `AKBE_NATS_TLS_CA` (CA file), plus `AKBE_NATS_TLS_CERT`/`AKBE_NATS_TLS_KEY` for a client
+ * certificate (docs/security.md).
+ *
  *   await using nats = await connectAkbeNats();
  *   const store = await EventStore.open(nats.nc);
  */
-import { spawn } from 'node:child_process';
+import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
-import { join, resolve } from 'node:path';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+  type ConnectionOptions,
+  connect,
+  type NatsConnection,
+  nkeyAuthenticator,
+} from '@nats-io/transport-node';
+import { type NatsCredentials, type NatsRole, natsAuthDir, natsCredentials } from './nats-auth.js';
+import { type LocalNatsServer, startNatsServer } from './nats-server.js';
 import {
-  findNatsServerBinary,
-  type LocalNatsServer,
-  NatsServerMissingError,
-  NatsServerStartError,
-  startNatsServer,
-} from './nats-server.js';
+  akbeHome,
+  liveServerRecord,
+  localServerAuthDir,
+  natsDir,
+  removeServerRecord,
+  serverRecordPath,
+  writeServerRecord,
+} from './server-record.js';
+
+// Where akbe finds its server is part of connecting; its callers import these from here.
+export {
+  akbeHome,
+  isNatsServerAlive,
+  liveServerRecord,
+  localServerAuthDir,
+  natsDir,
+  readServerRecord,
+  removeServerRecord,
+  type ServerRecord,
+  writeServerRecord,
+} from './server-record.js';
 
 export class NatsConnectError extends Error {
   constructor(
     readonly url: string,
     readonly source: NatsSource,
     opts?: ErrorOptions,
+    readonly credentials: NatsCredentials | null = null,
   ) {
     const hint =
       source === 'env'
@@ -44,30 +63,37 @@ export class NatsConnectError extends Error {
         : source === 'flag'
           ? 'check --nats'
           : 'run akbe nats down && akbe nats up';
-    super(
-      `cannot connect to NATS at ${url} (${source}): ${(opts?.cause as Error | undefined)?.message ?? 'unknown error'}; ${hint}`,
-      opts,
-    );
+    const reason = (opts?.cause as Error | undefined)?.message ?? 'unknown error';
+    const auth = /authorization|authentication|auth/i.test(reason)
+      ? credentials
+        ? `; the server refused the ${credentials.role} key ${credentials.path}`
+        : "; no credentials: set AKBE_NATS_CREDS to a seed file or AKBE_NATS_AUTH_DIR to the server's auth dir (akbe nats auth)"
+      : '';
+    super(`cannot connect to NATS at ${url} (${source}): ${reason}${auth}; ${hint}`, opts);
     this.name = 'NatsConnectError';
   }
 }
 
-export type NatsSource = 'flag' | 'env' | 'running' | 'embedded';
-
-export interface ServerRecord {
-  pid: number;
-  port: number;
-  url: string;
-  storeDir: string;
-  /** 'detached': `akbe nats up`; 'embedded': owned by the akbe process `ownerPid`. */
-  mode: 'detached' | 'embedded';
-  ownerPid: number;
-  startedAt: string;
-  logFile?: string;
+/** The NATS server went away under a running command; `hint` says how to carry on. */
+export class NatsLostError extends Error {
+  constructor(
+    readonly url: string,
+    readonly detail: string,
+    hint: string,
+    opts?: ErrorOptions,
+  ) {
+    super(`lost the NATS server at ${url} (${detail}); ${hint}`, opts);
+    this.name = 'NatsLostError';
+  }
 }
 
+export type NatsSource = 'flag' | 'env' | 'running' | 'embedded';
 export interface AkbeNats extends AsyncDisposable {
   nc: NatsConnection;
+  /** JetStream over `nc` (work queues, KV, object store). */
+  js: JetStreamClient;
+  /** Why the server was lost (not closed by us), or null while it is fine. */
+  lost(): string | null;
   url: string;
   source: NatsSource;
   /** The embedded server this handle owns (stopped by close), when it started one. */
@@ -86,117 +112,93 @@ export interface ConnectAkbeOptions {
   name?: string;
   /** Allow starting an embedded server (default true). */
   embedded?: boolean;
+  /** Whose credentials to present (default orchestrator; a dashboard uses viewer). */
+  role?: NatsRole;
+  /** Keep reconnecting forever (long-lived viewers such as `akbe dashboard`); default: the client's 10 tries. */
+  reconnectForever?: boolean;
 }
 
-export function akbeHome(env: NodeJS.ProcessEnv = process.env): string {
-  return resolve(env.AKBE_HOME || '.akbe');
+/**
+ * Credentials and TLS for a client of role `role` (see the header). Credentials come from
+ * AKBE_NATS_CREDS, AKBE_NATS_AUTH_DIR, the registered auth dir of the local server at `url`, then
+ * `<home>/nats/auth`.
+ */
+export function natsClientOptions(
+  home: string,
+  role: NatsRole,
+  env: NodeJS.ProcessEnv = process.env,
+  url?: string,
+): { credentials: NatsCredentials | null; options: Partial<ConnectionOptions> } {
+  const registered = url && !env.AKBE_NATS_CREDS && !env.AKBE_NATS_AUTH_DIR ? localServerAuthDir(url) : null;
+  const credentials = natsCredentials(
+    home,
+    role,
+    registered ? { ...env, AKBE_NATS_AUTH_DIR: registered } : env,
+  );
+  const options: Partial<ConnectionOptions> = {};
+  if (credentials) options.authenticator = nkeyAuthenticator(credentials.seed);
+  if (env.AKBE_NATS_TLS_CA || env.AKBE_NATS_TLS_CERT)
+    options.tls = {
+      ...(env.AKBE_NATS_TLS_CA ? { caFile: env.AKBE_NATS_TLS_CA } : {}),
+      ...(env.AKBE_NATS_TLS_CERT ? { certFile: env.AKBE_NATS_TLS_CERT } : {}),
+      ...(env.AKBE_NATS_TLS_KEY ? { keyFile: env.AKBE_NATS_TLS_KEY } : {}),
+    };
+  return { credentials, options };
 }
 
-export function natsDir(home: string): string {
-  return join(home, 'nats');
-}
-
-function recordPath(home: string): string {
-  return join(natsDir(home), 'server.json');
-}
-
-export function readServerRecord(home: string): ServerRecord | null {
-  try {
-    return JSON.parse(readFileSync(recordPath(home), 'utf8')) as ServerRecord;
-  } catch {
-    return null;
-  }
-}
-
-export function writeServerRecord(home: string, record: ServerRecord): void {
-  mkdirSync(natsDir(home), { recursive: true });
-  writeFileSync(recordPath(home), `${JSON.stringify(record, null, 2)}\n`);
-}
-
-/** Removes server.json, but only when it still describes `pid` (another server may have replaced it). */
-export function removeServerRecord(home: string, pid: number): void {
-  if (readServerRecord(home)?.pid === pid) rmSync(recordPath(home), { force: true });
-}
-
-/** True when `pid` is a live nats-server process (checked by name where /proc exists, against pid reuse). */
-export function isNatsServerAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-  try {
-    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-    if (cmdline === '') return false; // a zombie
-    return cmdline.includes('nats-server');
-  } catch {
-    return !existsSync('/proc/self');
-  }
-}
-
-/** The recorded server, when its process is alive; a stale record is removed. */
-export function liveServerRecord(home: string): ServerRecord | null {
-  const record = readServerRecord(home);
-  if (!record) return null;
-  if (isNatsServerAlive(record.pid)) return record;
-  rmSync(recordPath(home), { force: true });
-  return null;
-}
-
-async function tryConnect(url: string, source: NatsSource, name: string): Promise<NatsConnection> {
+async function tryConnect(
+  url: string,
+  source: NatsSource,
+  name: string,
+  client: ReturnType<typeof natsClientOptions>,
+): Promise<NatsConnection> {
   try {
     // A cluster is given as a comma-separated list (NATS_URL=nats://a:4301,nats://b:4302).
     const servers = url
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean);
-    return await connect({ servers, name, timeout: 5_000 });
+    return await connect({ servers, name, timeout: 5_000, ...client.options });
   } catch (err) {
-    throw new NatsConnectError(url, source, { cause: err });
+    throw new NatsConnectError(url, source, { cause: err }, client.credentials);
   }
 }
 
 export async function connectAkbeNats(opts: ConnectAkbeOptions = {}): Promise<AkbeNats> {
   const env = opts.env ?? process.env;
   const name = opts.name ?? `akbe-${process.pid}`;
+  const home = opts.home ?? akbeHome(env);
+  const client = (url: string) => {
+    const c = natsClientOptions(home, opts.role ?? 'orchestrator', env, url);
+    if (opts.reconnectForever) c.options.maxReconnectAttempts = -1;
+    return c;
+  };
   const explicit = opts.url
     ? { url: opts.url, source: 'flag' as const }
     : env.NATS_URL
       ? { url: env.NATS_URL, source: 'env' as const }
       : null;
-  const handle = (
-    nc: NatsConnection,
-    url: string,
-    source: NatsSource,
-    server?: LocalNatsServer,
-    onClose?: () => void,
-  ): AkbeNats => {
-    let closing: Promise<void> | undefined;
-    const close = () => {
-      closing ??= (async () => {
-        await nc.drain().catch(() => nc.close());
-        if (server) {
-          await server.stop();
-          onClose?.();
-        }
-      })();
-      return closing;
-    };
-    return { nc, url, source, server, close, [Symbol.asyncDispose]: close };
-  };
   if (explicit)
-    return handle(await tryConnect(explicit.url, explicit.source, name), explicit.url, explicit.source);
+    return akbeNatsHandle(
+      await tryConnect(explicit.url, explicit.source, name, client(explicit.url)),
+      explicit.url,
+      explicit.source,
+    );
 
-  const home = opts.home ?? akbeHome(env);
   const running = liveServerRecord(home);
-  if (running) return handle(await tryConnect(running.url, 'running', name), running.url, 'running');
+  if (running)
+    return akbeNatsHandle(
+      await tryConnect(running.url, 'running', name, client(running.url)),
+      running.url,
+      'running',
+    );
   if (opts.embedded === false)
     throw new Error(
-      `no NATS server: set NATS_URL or start one with akbe nats up (looked in ${recordPath(home)})`,
+      `no NATS server: set NATS_URL or start one with akbe nats up (looked in ${serverRecordPath(home)})`,
     );
 
   const storeDir = natsDir(home);
-  const server = await startNatsServer({ storeDir });
+  const server = await startNatsServer({ storeDir, auth: natsAuthDir(home, env) });
   writeServerRecord(home, {
     pid: server.pid,
     port: server.port,
@@ -207,8 +209,8 @@ export async function connectAkbeNats(opts: ConnectAkbeOptions = {}): Promise<Ak
     startedAt: new Date().toISOString(),
   });
   try {
-    const nc = await tryConnect(server.url, 'embedded', name);
-    return handle(nc, server.url, 'embedded', server, () => removeServerRecord(home, server.pid));
+    const nc = await tryConnect(server.url, 'embedded', name, client(server.url));
+    return akbeNatsHandle(nc, server.url, 'embedded', server, () => removeServerRecord(home, server.pid));
   } catch (err) {
     await server.stop();
     removeServerRecord(home, server.pid);
@@ -217,82 +219,63 @@ export async function connectAkbeNats(opts: ConnectAkbeOptions = {}): Promise<Ak
 }
 
 /**
- * Starts a nats-server that outlives this process (`akbe nats up`). Its output goes to
- * `<home>/nats/server.log` (a detached server must not write to a pipe nobody reads: nats-server
- * would die of SIGPIPE at its next log line); readiness and the port are read from that log.
+ * The handle over a connection: `lost()` says why the server went away (an owned server that
+ * exits, or the client giving up its reconnects); `close()` drains and stops an owned server.
  */
-export async function startDetachedNatsServer(
-  home: string,
-  opts: { port?: number; config?: string; readyTimeoutMs?: number } = {},
-): Promise<ServerRecord> {
-  const binary = findNatsServerBinary();
-  if (!binary) throw new NatsServerMissingError();
-  const storeDir = natsDir(home);
-  mkdirSync(storeDir, { recursive: true });
-  const logFile = join(storeDir, 'server.log');
-  const offset = existsSync(logFile) ? statSync(logFile).size : 0;
-  const fd = openSync(logFile, 'a');
-  const args = [
-    ...(opts.config ? ['-c', opts.config] : []),
-    '-a',
-    '127.0.0.1',
-    '-p',
-    opts.port ? String(opts.port) : '-1',
-    '-js',
-    '-sd',
-    storeDir,
-  ];
-  const child = spawn(binary, args, { detached: true, stdio: ['ignore', fd, fd] });
-  closeSync(fd);
-  let exited: number | null = null;
-  child.once('exit', (code) => {
-    exited = code ?? -1;
+function akbeNatsHandle(
+  nc: NatsConnection,
+  url: string,
+  source: NatsSource,
+  server?: LocalNatsServer,
+  onClose?: () => void,
+): AkbeNats {
+  let closing: Promise<void> | undefined;
+  let lost: string | null = null;
+  // An owned server that dies (kill -9, OOM) is gone for good: fail in-flight work at once
+  // rather than after the client's reconnect attempts (~20 s).
+  server?.process.once('exit', (code, signal) => {
+    if (closing) return;
+    lost = `embedded nats-server pid ${server.pid} exited (${signal ?? `code ${code}`})`;
+    void nc.close().catch(() => undefined);
   });
-  const deadline = Date.now() + (opts.readyTimeoutMs ?? 10_000);
-  let log = '';
-  let port = 0;
-  while (Date.now() < deadline) {
-    log = readFileSync(logFile, 'utf8').slice(offset);
-    const m = /Listening for client connections on [^\s]*:(\d+)/.exec(log);
-    if (m) port = Number(m[1]);
-    if (port && /Server is ready/.test(log)) break;
-    if (exited !== null) break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  if (!port || exited !== null || !/Server is ready/.test(log)) {
-    if (exited === null) child.kill('SIGKILL');
-    throw new NatsServerStartError(
-      `nats-server did not start (see ${logFile}): ${log.trim().split('\n').slice(-2).join(' | ')}`,
-      log,
-    );
-  }
-  child.unref();
-  const record: ServerRecord = {
-    pid: child.pid!,
-    port,
-    url: `nats://127.0.0.1:${port}`,
-    storeDir,
-    mode: 'detached',
-    ownerPid: child.pid!,
-    startedAt: new Date().toISOString(),
-    logFile,
+  void nc.closed().then((err) => {
+    if (!closing && !lost)
+      lost = `connection closed${err ? `: ${err.message}` : ' after reconnect attempts'}`;
+  });
+  const close = () => {
+    closing ??= (async () => {
+      await nc.drain().catch(() => nc.close());
+      if (server) {
+        await server.stop();
+        onClose?.();
+      }
+    })();
+    return closing;
   };
-  writeServerRecord(home, record);
-  return record;
+  return {
+    nc,
+    js: jetstream(nc),
+    url,
+    source,
+    server,
+    lost: () => lost,
+    close,
+    [Symbol.asyncDispose]: close,
+  };
 }
 
-/** Stops a recorded server by pid (SIGTERM, then SIGKILL after `graceMs`) and removes the record. */
-export async function stopRecordedServer(
-  home: string,
-  record: ServerRecord,
-  graceMs = 10_000,
-): Promise<void> {
-  if (isNatsServerAlive(record.pid)) {
-    process.kill(record.pid, 'SIGTERM');
-    const deadline = Date.now() + graceMs;
-    while (isNatsServerAlive(record.pid) && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 50));
-    if (isNatsServerAlive(record.pid)) process.kill(record.pid, 'SIGKILL');
-  }
-  removeServerRecord(home, record.pid);
+/** A connection to a server started with `startNatsServer`, as `role` (tests, benchmarks). */
+export async function connectLocal(
+  server: LocalNatsServer,
+  role: NatsRole = 'orchestrator',
+  opts: Partial<ConnectionOptions> = {},
+): Promise<NatsConnection> {
+  const auth = server.authDir
+    ? {
+        authenticator: nkeyAuthenticator(
+          natsCredentials('', role, { AKBE_NATS_AUTH_DIR: server.authDir })!.seed,
+        ),
+      }
+    : {};
+  return connect({ servers: server.url, ...auth, ...opts });
 }

@@ -22,15 +22,20 @@ import {
   JetStreamApiError,
   type JetStreamClient,
   type JetStreamManager,
+  type JsMsg,
   RetentionPolicy,
   StorageType,
 } from '@nats-io/jetstream';
-import type { AkbeEvent, EventOf } from '../events/catalog.js';
-import { decodeEvent } from '../events/codec.js';
+import type { AkbeEvent } from '../events/catalog.js';
+import { decodeStoredEvent } from '../events/codec.js';
+import { type EdgeGate, EdgeRejectedError } from '../events/edge-gate.js';
+import { InvalidEventError } from '../events/errors.js';
+import { connectionOf, delay, ELECTION_RETRY_MS, retryElection } from '../events/retry.js';
+import { rolloutResultOf } from '../events/rollout-result.js';
 import { readStream } from '../events/stream-reader.js';
 import { commandSubject, EVENTS_STREAM, eventSubject } from '../events/subjects.js';
 import type { RolloutInput } from '../machines/rollout.js';
-import type { RolloutResult, StopReason } from '../rl/types.js';
+import type { RolloutResult } from '../rl/types.js';
 import { pack } from './wire.js';
 
 export const COMMAND_STREAM = 'AKBE_COMMANDS';
@@ -60,19 +65,24 @@ export async function ensureRolloutQueue(
   jsm: JetStreamManager,
   runId: string,
   opts: DispatchOptions = {},
+  replicas?: number,
 ): Promise<void> {
   try {
-    await jsm.streams.info(COMMAND_STREAM);
+    await retryElection(jsm, `stream info ${COMMAND_STREAM}`, () => jsm.streams.info(COMMAND_STREAM));
   } catch (err) {
     if (!(err instanceof JetStreamApiError) || err.code !== 10059) throw err;
     try {
-      await jsm.streams.add({
-        name: COMMAND_STREAM,
-        subjects: [COMMAND_SUBJECTS],
-        retention: RetentionPolicy.Workqueue,
-        storage: StorageType.File,
-        duplicate_window: nanos(120_000),
-      });
+      await retryElection(jsm, `create stream ${COMMAND_STREAM}`, () =>
+        jsm.streams.add({
+          name: COMMAND_STREAM,
+          subjects: [COMMAND_SUBJECTS],
+          retention: RetentionPolicy.Workqueue,
+          storage: StorageType.File,
+          // Like the event log: 3 on a cluster, so losing one node loses no command.
+          num_replicas: replicas ?? 1,
+          duplicate_window: nanos(120_000),
+        }),
+      );
     } catch (e) {
       if (!(e instanceof JetStreamApiError) || e.code !== 10058) throw e;
     }
@@ -88,22 +98,25 @@ export async function ensureRolloutQueue(
     max_ack_pending: 4096,
   };
   try {
-    await jsm.consumers.info(COMMAND_STREAM, durable);
+    await retryElection(jsm, `consumer ${durable}`, () => jsm.consumers.info(COMMAND_STREAM, durable));
     // Only the orchestrator sets the timing; a joining worker leaves it as it is.
     if (opts.ackWaitMs !== undefined || opts.maxDeliver !== undefined)
-      await jsm.consumers.update(COMMAND_STREAM, durable, {
-        ack_wait: config.ack_wait,
-        max_deliver: config.max_deliver,
-      });
+      await retryElection(jsm, `update consumer ${durable}`, () =>
+        jsm.consumers.update(COMMAND_STREAM, durable, {
+          ack_wait: config.ack_wait,
+          max_deliver: config.max_deliver,
+        }),
+      );
   } catch (err) {
     if (!(err instanceof JetStreamApiError) || err.code !== 10014) throw err;
-    await jsm.consumers.add(COMMAND_STREAM, config);
+    await retryElection(jsm, `create consumer ${durable}`, () => jsm.consumers.add(COMMAND_STREAM, config));
   }
 }
 
 /** Drops the run's undelivered and unacked commands (a resumed orchestrator re-dispatches). */
 export async function purgeRolloutCommands(jsm: JetStreamManager, runId: string): Promise<number> {
-  const r = await jsm.streams.purge(COMMAND_STREAM, { filter: commandSubject(runId, 'rollout') });
+  const filter = commandSubject(runId, 'rollout');
+  const r = await retryElection(jsm, `purge ${filter}`, () => jsm.streams.purge(COMMAND_STREAM, { filter }));
   return r.purged;
 }
 
@@ -111,49 +124,29 @@ export async function purgeRolloutCommands(jsm: JetStreamManager, runId: string)
  * `epoch` names the orchestrator instance: a resumed orchestrator re-dispatches what its crashed
  * predecessor's purged commands held, and must not be swallowed by their dedupe ids.
  */
-export async function dispatchRollout(js: JetStreamClient, cmd: RolloutCommand, epoch = 0): Promise<void> {
-  await js.publish(commandSubject(cmd.runId, 'rollout'), pack(cmd), {
-    msgID: `${cmd.runId}:${cmd.input.rolloutId}:${epoch}`,
-  });
-}
-
-const STOP_OF_FINISH: Record<string, StopReason> = {
-  answer: 'answer',
-  'max-tokens': 'length',
-  'max-turns': 'tool-limit',
-  'format-error': 'invalid-action',
-};
-
-/** The learner's view of a stored rollout (text segments and turn counts are not in the log). */
-export function rolloutResultOf(e: EventOf<'rollout.completed'>): RolloutResult {
-  const d = e.data;
-  return {
-    questionId: e.meta.questionId,
-    rolloutId: e.meta.rolloutId,
-    index: d.index,
-    path: d.path,
-    policyVersion: e.meta.policyVersion,
-    seed: d.seed,
-    promptTokens: Array.from(d.promptTokenIds),
-    responseTokens: Array.from(d.responseTokenIds),
-    responseLogprobs: Array.from(d.oldLogprobs),
-    responseMask: Array.from(d.lossMask),
-    segments: [],
-    answer: d.answer,
-    toolCalls: d.toolCalls,
-    turns: 0,
-    formatOk: d.formatOk,
-    formatReason: d.formatOk ? 'ok' : d.finishReason,
-    stopReason: STOP_OF_FINISH[d.finishReason] ?? 'invalid-action',
-    em: d.formatOk && d.reward > 0 ? 1 : 0,
-    reward: d.reward,
-  };
+export async function dispatchRollout(js: JetStreamClient, cmd: RolloutCommand, epoch = 0): Promise<number> {
+  const subject = commandSubject(cmd.runId, 'rollout');
+  const msgID = `${cmd.runId}:${cmd.input.rolloutId}:${epoch}`;
+  // A cluster that lost a node answers nothing (timeouts, no responders) for a few seconds while
+  // the command stream elects a leader: ask again (the msgID stores a command sent twice once).
+  const ack = await retryElection(js, `dispatch ${cmd.input.rolloutId}`, () =>
+    js.publish(subject, pack(cmd), { msgID }),
+  );
+  return ack.seq;
 }
 
 /** Resolves rollout ids from the log's `rollout.completed` events, each once. */
 export class CompletionWatcher implements AsyncDisposable {
   private readonly done = new Map<string, RolloutResult>();
-  private readonly waiting = new Map<string, Array<(r: RolloutResult) => void>>();
+  private readonly waiting = new Map<
+    string,
+    Array<{ resolve: (r: RolloutResult) => void; reject: (e: Error) => void }>
+  >();
+  private readonly failed = new Map<string, Error>();
+  /** Set when the completion stream ended under us (NATS lost): every wait, now or later, fails. */
+  private broken: Error | null = null;
+  /** When the last completion arrived (or the watcher started): what a stall deadline measures. */
+  lastProgressAt = Date.now();
   private readonly abort = new AbortController();
   private loop: Promise<void> | null = null;
   /** Completions read from the log (duplicates included: they are counted once in `done`). */
@@ -162,6 +155,8 @@ export class CompletionWatcher implements AsyncDisposable {
   constructor(
     private readonly js: JetStreamClient,
     readonly runId: string,
+    /** Dead-letters what is stored on the completion subject but is no valid completion. */
+    private readonly edge?: EdgeGate,
   ) {}
 
   /** Reads what is already stored, then follows new completions. */
@@ -169,29 +164,61 @@ export class CompletionWatcher implements AsyncDisposable {
     const subject = eventSubject(this.runId, 'rollout.completed');
     let last = 0;
     for await (const m of readStream(this.js, EVENTS_STREAM, subject)) {
-      this.accept(m.data);
+      await this.accept(m);
       last = m.seq;
     }
+    // Followed until stopped. A read that ends or fails while the connection is up (a cluster
+    // election longer than the reader's own retries) starts again after the last completion
+    // seen, so none is missed or counted twice; after ELECTION_RETRY_MS of failures with no
+    // completion read, or once the connection is closed (NATS lost), every wait fails: without
+    // that, every awaited rollout would wait forever (the stall deadline is minutes away).
     this.loop = (async () => {
-      try {
-        for await (const m of readStream(this.js, EVENTS_STREAM, subject, {
-          follow: true,
-          fromSeq: last + 1,
-          signal: this.abort.signal,
-        }))
-          this.accept(m.data);
-      } catch (err) {
-        if (!this.abort.signal.aborted) onError(err as Error);
+      let failingSince = 0;
+      for (;;) {
+        let cause: Error = new Error('the rollout completion stream ended');
+        try {
+          for await (const m of readStream(this.js, EVENTS_STREAM, subject, {
+            follow: true,
+            fromSeq: last + 1,
+            signal: this.abort.signal,
+          })) {
+            await this.accept(m);
+            last = m.seq;
+            failingSince = 0;
+          }
+        } catch (err) {
+          cause = err as Error;
+        }
+        if (this.abort.signal.aborted) return;
+        failingSince ||= Date.now();
+        if (connectionOf(this.js).isClosed() || Date.now() - failingSince > ELECTION_RETRY_MS)
+          return this.breakAll(cause, onError);
+        if (process.env.AKBE_DEBUG)
+          process.stderr.write(
+            `akbe debug: completion watcher: ${cause.message}; reading on from seq ${last + 1}\n`,
+          );
+        await delay(1_000, this.abort.signal);
       }
     })();
   }
 
-  private accept(bytes: Uint8Array): void {
+  private breakAll(err: Error, onError: (err: Error) => void): void {
+    this.broken = err;
+    for (const list of this.waiting.values()) for (const w of list) w.reject(err);
+    this.waiting.clear();
+    onError(err);
+  }
+
+  private async accept(m: JsMsg): Promise<void> {
     let event: AkbeEvent;
     try {
-      event = decodeEvent(bytes);
-    } catch {
-      return; // the store's readers dead-letter bad messages; the watcher only needs good ones
+      event = decodeStoredEvent(m.subject, m.data);
+    } catch (err) {
+      // Never trusted, never fatal: kept as a dead letter (the same one a replay would write).
+      const reason = err instanceof InvalidEventError ? 'invalid' : 'undecodable';
+      const e = new EdgeRejectedError(reason, `rollout.completed: ${(err as Error).message}`, { cause: err });
+      await this.edge?.deadLetter(m.subject, m.data, e, { stream: m.info.stream, seq: m.seq });
+      return;
     }
     if (event.type !== 'rollout.completed') return;
     this.events++;
@@ -199,7 +226,8 @@ export class CompletionWatcher implements AsyncDisposable {
     if (this.done.has(id)) return;
     const result = rolloutResultOf(event);
     this.done.set(id, result);
-    for (const resolve of this.waiting.get(id) ?? []) resolve(result);
+    this.lastProgressAt = Date.now();
+    for (const w of this.waiting.get(id) ?? []) w.resolve(result);
     this.waiting.delete(id);
   }
 
@@ -214,11 +242,27 @@ export class CompletionWatcher implements AsyncDisposable {
   wait(rolloutId: string): Promise<RolloutResult> {
     const r = this.done.get(rolloutId);
     if (r) return Promise.resolve(r);
-    return new Promise((resolve) => {
+    const f = this.failed.get(rolloutId);
+    if (f) return Promise.reject(f);
+    if (this.broken) return Promise.reject(this.broken);
+    return new Promise((resolve, reject) => {
       const list = this.waiting.get(rolloutId) ?? [];
-      list.push(resolve);
+      list.push({ resolve, reject });
       this.waiting.set(rolloutId, list);
     });
+  }
+
+  /** Rollout ids waited for and not completed. */
+  pending(): string[] {
+    return [...this.waiting.keys()];
+  }
+
+  /** Ends a rollout's waits with `err` (a terminal failure: it will not complete). */
+  fail(rolloutId: string, err: Error): void {
+    if (this.done.has(rolloutId)) return;
+    this.failed.set(rolloutId, err);
+    for (const w of this.waiting.get(rolloutId) ?? []) w.reject(err);
+    this.waiting.delete(rolloutId);
   }
 
   async stop(): Promise<void> {

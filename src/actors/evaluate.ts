@@ -1,14 +1,20 @@
 /**
- * Evaluation of a run's policy version on a world split, through the policy service (so it works
- * the same in one process and on a cluster): the world's evaluation loop (src/world/eval.ts) with
- * greedy decoding, its metrics EM, TC and TP on both paths, and a before/after table.
+ * Evaluation of a run's policy version on a world split, through the run's policy and search
+ * services (so it works the same in one process and on a cluster) and through the rollout machine
+ * with the run's limits (src/actors/eval-rollouts.ts): greedy by default, or k samples at a
+ * temperature; the report of src/world/eval.ts (per group, boundary figures, pass@k) and a
+ * before/after table.
  */
-import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { GenerateRequest, GenerateResult } from '../gpu/decoder.js';
+import type { RolloutLimits } from '../machines/rollout.js';
+import type { TextEnvironment } from '../text/environment.js';
+import type { AnyTool } from '../tools/tool.js';
 import type { Split } from '../world/entities.js';
 import type { EvalReport } from '../world/eval.js';
-import { requestGenerate } from './policy-service.js';
+import { evalReport, evalRolloutOf } from '../world/eval.js';
+import { readQuestions } from '../world/files.js';
+import { evalRollouts } from './eval-rollouts.js';
+import { remoteRolloutActors } from './rollout-worker.js';
 
 export interface SplitScore {
   split: Split;
@@ -30,42 +36,38 @@ export interface EvaluateOptions {
   limit?: number;
   topK: number;
   context: number;
+  /** The run's text environment and tools (what its rollout workers use). */
+  env: TextEnvironment;
+  tools: readonly AnyTool[];
+  /** The run's rollout limits (maxToolCalls, maxResponseTokens, toolTags). */
+  limits: RolloutLimits;
+  /** Default 0 (greedy). */
+  temperature?: number;
+  /** Samples per question and path (default 1). */
+  samples?: number;
   seed?: number;
 }
 
 export async function evaluateSplit(o: EvaluateOptions): Promise<{ score: SplitScore; report: EvalReport }> {
-  const { readQuestions, readWorldTokenizer } = await import('../world/files.js');
-  const { evalReport, rollout } = await import('../world/eval.js');
-  const { LexicalRetriever } = await import('../world/retrieval.js');
-  const { loadCorpus } = await import('../index/corpus.js');
-  const tok = await readWorldTokenizer(o.worldDir);
   const questions = (await readQuestions(o.worldDir, o.split)).slice(0, o.limit);
-  const corpus = await loadCorpus(join(o.worldDir, 'corpus.jsonl'));
-  const retriever = new LexicalRetriever(corpus, corpus);
-  const generate = (reqs: GenerateRequest[]): Promise<GenerateResult[]> =>
-    Promise.all(
-      reqs.map(async (r) => {
-        const g = await requestGenerate(o.nc, o.runId, {
-          policyVersion: o.version,
-          prompt: r.prompt,
-          maxNewTokens: r.maxNewTokens,
-          seed: r.seed,
-          temperature: r.temperature ?? 0,
-          topP: r.topP ?? 1,
-          stopTokens: r.stopTokens ?? [],
-        });
-        return { tokens: g.tokens, logprobs: g.logprobs, policyLogprobs: g.logprobs, finishReason: g.finish };
-      }),
-    );
-  const rollouts = await rollout(generate, tok, retriever, questions, {
-    temperature: 0,
-    seed: o.seed ?? 0,
-    samples: 1,
-    topK: o.topK,
-    context: o.context,
-    batch: 256,
-  });
-  const report = evalReport(rollouts, questions);
+  const results = await evalRollouts(
+    questions.map((q) => ({
+      id: q.id,
+      gold: q.golden_answers,
+      withToolPrompt: o.env.promptIds('with-tool', q.question),
+      noToolPrompt: o.env.promptIds('no-tool', q.question),
+    })),
+    {
+      actors: remoteRolloutActors(o.nc, o.runId, o.env, o.topK, o.tools),
+      limits: o.limits,
+      context: o.context,
+      temperature: o.temperature ?? 0,
+      samples: o.samples ?? 1,
+      seed: o.seed ?? 0,
+      policyVersion: o.version,
+    },
+  );
+  const report = evalReport(results.map(evalRolloutOf), questions);
   const all = report.groups.find((g) => g.group === 'all')!;
   return {
     report,

@@ -10,10 +10,24 @@
  * busy port (an unhandled 'error'), cannot take port 0, keeps only the last 200 messages, and its
  * `stop()` leaves connected browser tabs open, so `akbe train --inspect` would not exit while a
  * tab is open. Here `close()` ends every connection, a busy port is an InspectorPortInUseError,
- * and every actor registration is kept (plus the last `keepMessages` other messages), so a
- * browser opened late still sees the whole actor tree.
+ * and actor registrations are kept (plus the last `keepMessages` other messages), so a browser
+ * opened late still sees the whole actor tree.
+ *
+ * Security (docs/security.md): inspection events hold prompts and gold answers, and any web page
+ * open in the user's browser can open a WebSocket to localhost. So:
+ * - Host must name this relay (localhost, 127.0.0.1, [::1], the bound host, or `allowHosts`):
+ *   a DNS-rebinding page reaches the port under its own name and is refused (403);
+ * - a browser's Origin must be this relay's own page (or `allowOrigins`); clients that send no
+ *   Origin (Node, curl) are not web pages and pass;
+ * - viewers are read-only: only a connection carrying the producer token (`producerUrl`, a fresh
+ *   random token per relay) may send, and a viewer that sends is disconnected (1008);
+ * - a producer message must be one JSON inspection event (`@xstate.*` type, a sessionId) of at
+ *   most `maxMessageBytes` (default 1 MiB); others are dropped and counted;
+ * - what is kept for late viewers is capped at `keepBytes` (default 64 MiB): the oldest ordinary
+ *   messages go first, then the oldest registrations.
  */
-import { createServer, type Server } from 'node:http';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
 
@@ -36,16 +50,30 @@ export interface InspectorRelayOptions {
   inspectorUrl?: string;
   /** Non-registration messages kept for late viewers (default 2000). */
   keepMessages?: number;
+  /** Bytes of messages kept for late viewers, registrations included (default 64 MiB). */
+  keepBytes?: number;
+  /** Largest producer message relayed (default 1 MiB); larger ones are dropped. */
+  maxMessageBytes?: number;
+  /** Origins allowed besides the relay's own page (e.g. `https://my-dashboard.example`). */
+  allowOrigins?: string[];
+  /** Host header values allowed besides localhost / 127.0.0.1 / [::1] / the bound host, with the port. */
+  allowHosts?: string[];
 }
 
 export interface InspectorRelay extends AsyncDisposable {
   readonly port: number;
   /** The bridge page to open in a browser. */
   readonly url: string;
-  /** Where inspector clients (and any WebSocket viewer) connect. */
+  /** Where viewers connect (read-only). */
   readonly wsUrl: string;
+  /** Where producers (inspector clients of akbe's machines) connect: carries the secret token. */
+  readonly producerUrl: string;
   /** Messages relayed so far. */
   readonly relayed: number;
+  /** Messages refused so far: from viewers, without a valid shape, or over the size cap. */
+  readonly dropped: number;
+  /** Bytes kept for late viewers now. */
+  readonly keptBytes: number;
   close(): Promise<void>;
 }
 
@@ -100,31 +128,109 @@ function listen(server: Server, port: number, host: string): Promise<number> {
   });
 }
 
+export const RELAY_DEFAULTS = {
+  keepMessages: 2000,
+  keepBytes: 64 * 1024 * 1024,
+  maxMessageBytes: 1024 * 1024,
+};
+
+/** A producer message worth relaying: one JSON inspection event. */
+function isInspectionMessage(msg: string): boolean {
+  try {
+    const v = JSON.parse(msg) as { type?: unknown; sessionId?: unknown };
+    return (
+      typeof v === 'object' &&
+      v !== null &&
+      typeof v.type === 'string' &&
+      v.type.startsWith('@xstate.') &&
+      typeof v.sessionId === 'string'
+    );
+  } catch {
+    return false;
+  }
+}
+
+/** The relay's access rules for one request (HTTP page or WebSocket upgrade). */
+export function relayAccess(
+  req: Pick<IncomingMessage, 'headers'>,
+  rules: { hosts: Set<string>; origins: Set<string> },
+): 'ok' | 'bad-host' | 'bad-origin' {
+  const host = (req.headers.host ?? '').toLowerCase();
+  if (!rules.hosts.has(host)) return 'bad-host';
+  const origin = req.headers.origin;
+  if (origin !== undefined && !rules.origins.has(origin.toLowerCase())) return 'bad-origin';
+  return 'ok';
+}
+
 export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Promise<InspectorRelay> {
   const host = opts.host ?? '127.0.0.1';
-  const keep = opts.keepMessages ?? 2000;
+  const keep = opts.keepMessages ?? RELAY_DEFAULTS.keepMessages;
+  const keepBytes = opts.keepBytes ?? RELAY_DEFAULTS.keepBytes;
+  const maxMessageBytes = opts.maxMessageBytes ?? RELAY_DEFAULTS.maxMessageBytes;
   const page = bridgePage(opts.inspectorUrl ?? STATELY_INSPECTOR_URL);
-  const http = createServer((_req, res) => {
+  const token = randomBytes(24).toString('hex');
+  const rules = { hosts: new Set<string>(), origins: new Set<string>() };
+  const http = createServer((req, res) => {
+    const access = relayAccess(req, rules);
+    if (access !== 'ok') {
+      res.writeHead(403, { 'Content-Type': 'text/plain' });
+      res.end(`akbe inspector relay: ${access === 'bad-host' ? 'unknown Host' : 'foreign Origin'}\n`);
+      return;
+    }
     res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
     res.end(page);
   });
-  const wss = new WebSocketServer({ server: http });
-  // Kept for late viewers, in arrival order: every actor registration, the last `keep` others.
+  const wss = new WebSocketServer({
+    server: http,
+    // A hard bound on one frame (ws closes with 1009 above it); smaller over-cap messages are dropped.
+    maxPayload: Math.max(maxMessageBytes * 4, 64 * 1024),
+    verifyClient: (
+      info: { req: IncomingMessage },
+      done: (ok: boolean, code?: number, msg?: string) => void,
+    ) => {
+      const access = relayAccess(info.req, rules);
+      if (access === 'ok') done(true);
+      else done(false, 403, access === 'bad-host' ? 'unknown Host' : 'foreign Origin');
+    },
+  });
+  const isProducer = (req: IncomingMessage): boolean => {
+    const given = new URL(req.url ?? '/', 'http://relay').searchParams.get('token') ?? '';
+    const a = Buffer.from(given);
+    const b = Buffer.from(token);
+    return a.length === b.length && timingSafeEqual(a, b);
+  };
+  // Kept for late viewers, in arrival order: actor registrations, the last `keep` others, all
+  // within `keepBytes` (oldest others dropped first, then oldest registrations).
   const registrations: Array<[number, string]> = [];
   const recent: Array<[number, string]> = [];
+  let keptBytes = 0;
   let relayed = 0;
-  wss.on('connection', (ws) => {
+  let dropped = 0;
+  const trim = () => {
+    while (recent.length > keep) keptBytes -= recent.shift()![1].length;
+    while (keptBytes > keepBytes && (recent.length || registrations.length))
+      keptBytes -= (recent.length ? recent : registrations).shift()![1].length;
+  };
+  wss.on('connection', (ws, req) => {
+    const producer = isProducer(req);
     const kept = [...registrations, ...recent].sort((a, b) => a[0] - b[0]);
-    for (const [, msg] of kept) ws.send(msg);
+    if (!producer) for (const [, msg] of kept) ws.send(msg);
     ws.on('message', (data, isBinary) => {
-      if (isBinary) return;
-      const msg = data.toString();
+      if (!producer) {
+        dropped++;
+        ws.close(1008, 'viewers are read-only');
+        return;
+      }
+      const msg = isBinary ? '' : data.toString();
+      if (msg.length === 0 || msg.length > maxMessageBytes || !isInspectionMessage(msg)) {
+        dropped++;
+        return;
+      }
       const n = relayed++;
       if (msg.includes('"type":"@xstate.actor"')) registrations.push([n, msg]);
-      else {
-        recent.push([n, msg]);
-        if (recent.length > keep) recent.shift();
-      }
+      else recent.push([n, msg]);
+      keptBytes += msg.length;
+      trim();
       for (const client of wss.clients)
         if (client !== ws && client.readyState === WebSocket.OPEN) client.send(msg);
     });
@@ -134,13 +240,31 @@ export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Pro
   wss.on('error', () => undefined);
   const port = await listen(http, opts.port ?? 8080, host);
   const shown = host === '0.0.0.0' || host === '::' ? 'localhost' : host;
+  for (const h of [
+    'localhost',
+    '127.0.0.1',
+    '[::1]',
+    shown,
+    ...(host.includes(':') ? [`[${host}]`] : [host]),
+  ])
+    rules.hosts.add(`${h}:${port}`.toLowerCase());
+  for (const h of opts.allowHosts ?? []) rules.hosts.add(h.toLowerCase());
+  for (const h of [...rules.hosts]) rules.origins.add(`http://${h}`);
+  for (const o of opts.allowOrigins ?? []) rules.origins.add(o.toLowerCase().replace(/\/$/, ''));
   let closed: Promise<void> | null = null;
   const relay: InspectorRelay = {
     port,
     url: `http://${shown}:${port}`,
     wsUrl: `ws://${shown}:${port}`,
+    producerUrl: `ws://${shown}:${port}/produce?token=${token}`,
     get relayed() {
       return relayed;
+    },
+    get dropped() {
+      return dropped;
+    },
+    get keptBytes() {
+      return keptBytes;
     },
     close() {
       closed ??= (async () => {

@@ -10,20 +10,22 @@
  * and `rollout.completed.segments` (the turn texts the rollout machine parses).
  */
 import { createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
-import { configOf, recomputeOutcome, settingsOf } from '../audit/recompute.js';
+import { recordedOfflineTargets } from '../audit/offline-targets.js';
+import { type AuditSettings, configOf, recomputeOutcome, settingsOf } from '../audit/recompute.js';
 import type { RolloutLog, RunLog } from '../audit/run-log.js';
 import { seqOf } from '../audit/run-log.js';
-import { type AkbeFact, finishReasonOf } from '../machines/facts.js';
+import type { AkbeFact } from '../machines/facts.js';
 import { learnerMachine, type TrainRequest, type TrainResult } from '../machines/learner.js';
 import { type QuestionSpec, questionMachine } from '../machines/question.js';
 import {
   type GenerateRequest,
   type GenerateResult,
   rolloutMachine,
-  type SearchRequest,
-  type SearchResult,
+  type ToolRequest,
+  type ToolResult,
 } from '../machines/rollout.js';
 import { type RunInput, runMachine, sampleStepQuestions } from '../machines/run.js';
+import { parseTurn } from '../rl/format.js';
 
 /** The log lacks what a re-play needs (names the missing field and who records it). */
 export class ReplayUnavailableError extends Error {
@@ -112,7 +114,11 @@ export function runInputFromLog(log: RunLog): RunInput {
     batchQuestions: batch,
     gWithTool: group?.withTool ?? (cfg.gWithTool as number),
     gNoTool: group?.noTool ?? (cfg.gNoTool as number),
-    limits: { maxToolCalls: s.maxToolCalls, maxResponseTokens: s.maxResponseTokens },
+    limits: {
+      maxToolCalls: s.maxToolCalls,
+      maxResponseTokens: s.maxResponseTokens,
+      ...(s.toolTags ? { toolTags: s.toolTags } : {}),
+    },
     sampling: {
       temperature: typeof cfg.temperature === 'number' ? cfg.temperature : 1,
       topP: typeof cfg.topP === 'number' ? cfg.topP : 1,
@@ -120,26 +126,43 @@ export function runInputFromLog(log: RunLog): RunInput {
     learner: {
       miniBatchQuestions: s.miniBatchQuestions,
       algo: s.algo,
+      algoOptions: s.algoOptions,
       advantage: s.advantage,
       targetSelection: s.targetSelection,
       targetContext: s.targetContext,
+      akbeAggregation: s.akbeAggregation,
+      toolCallCount: s.toolCallCount,
       losses: [],
       padId: s.padId,
       padTo: s.padTo,
+      offlineTargets: recordedOfflineTargets(log),
     },
     initialVersion: steps[0]?.started?.data.policyVersion ?? 0,
+    // Asynchronous: step j trains from version j, and rolls out on max(0, j - η) (src/rl/staleness.ts).
+    ...(s.maxStaleness > 0
+      ? {
+          maxStaleness: s.maxStaleness,
+          initialVersion: steps[0]?.learner?.data.policyVersionBefore ?? steps[0]?.step ?? 0,
+        }
+      : {}),
   };
 }
 
-/** The machines with actors that answer from the log. */
+/**
+ * The machines with actors that answer from the log. They read memory only, so there is no work
+ * to cut short; like every injected actor they take xstate's signal, and a stopped replay answers
+ * nothing more.
+ */
 export function recordedMachines(log: RunLog) {
   const rollouts = rolloutsById(log);
+  const toolTags = settingsOf(log.started).toolTags;
   const find = (rolloutId: string) => {
     const r = rollouts.get(rolloutId);
     if (!r?.completed) throw new ReplayDivergenceError(`rollout ${rolloutId} is not in the log`);
     return { r, done: r.completed };
   };
-  const generate = fromPromise<GenerateResult, GenerateRequest>(async ({ input }) => {
+  const generate = fromPromise<GenerateResult, GenerateRequest>(async ({ input, signal }) => {
+    signal.throwIfAborted();
     const { r, done } = find(input.rolloutId);
     const turn = r.turns.find((x) => x.data.turn === input.turn);
     const text = done.data.segments?.filter((x) => x.kind === 'generated')[input.turn]?.text;
@@ -150,29 +173,31 @@ export function recordedMachines(log: RunLog) {
     const tokens = Array.from(turn.data.tokenIds);
     const offset = input.tokens.length - done.data.promptTokenIds.length;
     const logprobs = Array.from(done.data.oldLogprobs.subarray(offset, offset + tokens.length));
-    const stopped = /<\/(search|answer)>\s*$/.test(text);
+    const stopped = parseTurn(text, toolTags).kind !== 'none';
     const finish = tokens.length >= input.maxNewTokens && !stopped ? 'length' : stopped ? 'stop' : 'eos';
     return { tokens, logprobs, text, finish };
   });
-  const search = fromPromise<SearchResult, SearchRequest>(async ({ input }) => {
+  const callTool = fromPromise<ToolResult, ToolRequest>(async ({ input, signal }) => {
+    signal.throwIfAborted();
     const { r, done } = find(input.rolloutId);
     const tool = r.tools.find((x) => x.data.turn === input.turn);
     const text = done.data.segments?.filter((x) => x.kind === 'observation')[input.call - 1]?.text;
     if (!tool || text === undefined)
       throw new ReplayDivergenceError(
-        `rollout ${input.rolloutId} searched at turn ${input.turn}; the log has no such call`,
+        `rollout ${input.rolloutId} called <${input.tag}> at turn ${input.turn}; the log has no such call`,
       );
     const d = tool.data;
     return {
+      tool: d.tool,
       tokens: Array.from(d.observationTokenIds),
       text,
-      passageIds: d.passageIds,
-      scores: d.scores,
+      record: d.record,
       latencyMs: d.latencyMs,
       error: d.error,
     };
   });
-  const train = fromPromise<TrainResult, TrainRequest>(async ({ input }) => {
+  const train = fromPromise<TrainResult, TrainRequest>(async ({ input, signal }) => {
+    signal.throwIfAborted();
     const learner = log.steps.get(input.step)?.learner;
     if (!learner)
       throw new ReplayDivergenceError(
@@ -188,7 +213,7 @@ export function recordedMachines(log: RunLog) {
   return runMachine.provide({
     actors: {
       question: questionMachine.provide({
-        actors: { rollout: rolloutMachine.provide({ actors: { generate, search } }) },
+        actors: { rollout: rolloutMachine.provide({ actors: { generate, callTool } }) },
       }),
       learner: learnerMachine.provide({ actors: { train } }),
     },
@@ -199,7 +224,7 @@ export function recordedMachines(log: RunLog) {
 function compareFact(
   log: RunLog,
   rollouts: Map<string, RolloutLog>,
-  maxToolCalls: number,
+  limits: Pick<AuditSettings, 'maxToolCalls' | 'toolTags'>,
   f: AkbeFact,
   out: Divergence[],
 ): void {
@@ -211,6 +236,8 @@ function compareFact(
         seqOf(e),
         `step ${f.step} drew ${f.questionIds.join(',')}, recorded ${e.data.questionIds.join(',')}`,
       );
+    if (e && e.data.policyVersion !== f.policyVersion)
+      differ(seqOf(e), `step ${f.step} opened on v${f.policyVersion}, recorded v${e.data.policyVersion}`);
   } else if (f.type === 'rollout.completed') {
     const r = f.result;
     const e = rollouts.get(r.rolloutId)?.completed;
@@ -221,10 +248,10 @@ function compareFact(
     const d = e.data;
     const gold = log.steps.get(e.meta.step)?.questions.get(r.questionId)?.assigned?.data.goldAnswers ?? [];
     // The reward is compared with the audit's recomputation (a wrong RECORDED reward is the audit's finding).
-    const expected = recomputeOutcome(e, gold, { maxToolCalls });
+    const expected = recomputeOutcome(e, gold, limits);
     const same =
       r.toolCalls === d.toolCalls &&
-      finishReasonOf(r.stopReason) === d.finishReason &&
+      r.stopReason === d.stopReason &&
       r.answer === d.answer &&
       r.responseTokens.length === d.responseTokenIds.length &&
       r.responseTokens.every((x, i) => x === d.responseTokenIds[i]) &&
@@ -232,7 +259,7 @@ function compareFact(
     if (!same || r.reward !== expected.reward)
       differ(
         seqOf(e),
-        `rollout ${r.rolloutId} re-ran to ${r.stopReason}/${r.toolCalls} calls/answer ${JSON.stringify(r.answer)}/reward ${r.reward}, recorded ${d.finishReason}/${d.toolCalls}/${JSON.stringify(d.answer)}/${d.reward}`,
+        `rollout ${r.rolloutId} re-ran to ${r.stopReason}/${r.toolCalls} calls/answer ${JSON.stringify(r.answer)}/reward ${r.reward}, recorded ${d.stopReason}/${d.toolCalls}/${JSON.stringify(d.answer)}/${d.reward}`,
       );
   } else if (f.type === 'boundary.labeled') {
     const e = log.steps.get(f.step)?.questions.get(f.label.questionId)?.label;
@@ -257,7 +284,7 @@ export async function replayRun(
   let facts = 0;
   actor.on('*', (f) => {
     facts++;
-    compareFact(log, rollouts, input.limits.maxToolCalls, f as AkbeFact, divergences);
+    compareFact(log, rollouts, input.limits, f as AkbeFact, divergences);
   });
   actor.start();
   try {

@@ -28,6 +28,9 @@ export interface StartInspectorOptions {
   host?: string;
   /** The Stately inspector page the bridge embeds (default https://stately.ai/inspect). */
   inspectorUrl?: string;
+  /** Extra origins / Host values the relay accepts (default: only its own page on localhost). */
+  allowOrigins?: string[];
+  allowHosts?: string[];
 }
 
 export interface InspectorHandle extends AsyncDisposable {
@@ -35,8 +38,10 @@ export interface InspectorHandle extends AsyncDisposable {
   readonly inspect: (event: InspectionEvent) => void;
   /** The page a person opens: the relay's bridge to the Stately inspector. */
   readonly url: string;
-  /** The relay's WebSocket address (any WebSocket client can watch the raw events there). */
+  /** The relay's WebSocket address for viewers (read-only: watch the raw events there). */
   readonly wsUrl: string;
+  /** The producer address with the relay's token: hand it to remote workers' `connectInspector`. */
+  readonly producerUrl: string;
   readonly port: number;
   /** Inspection events handed to the relay so far. */
   readonly sent: number;
@@ -196,8 +201,8 @@ export interface InspectorClient extends AsyncDisposable {
 
 /**
  * An inspector client of a relay that runs elsewhere, e.g. in a rollout worker process of a
- * cluster pointed at the `akbe train --inspect` relay (`ws://trainer-host:8080`): its machines
- * then appear in the same inspector as the run's.
+ * cluster pointed at the `akbe train --inspect` relay's producer URL (with its token): its
+ * machines then appear in the same inspector as the run's.
  */
 export function connectInspector(wsUrl: string): InspectorClient {
   const adapter = new RelayClientAdapter(wsUrl);
@@ -239,14 +244,17 @@ export async function startInspector(opts: StartInspectorOptions = {}): Promise<
     port: opts.port,
     host: opts.host,
     inspectorUrl: opts.inspectorUrl,
+    allowOrigins: opts.allowOrigins,
+    allowHosts: opts.allowHosts,
   });
-  const client = connectInspector(relay.wsUrl);
+  const client = connectInspector(relay.producerUrl);
   if (opts.open) openBrowser(relay.url);
   let closing: Promise<void> | null = null;
   const handle: InspectorHandle = {
     inspect: client.inspect,
     url: relay.url,
     wsUrl: relay.wsUrl,
+    producerUrl: relay.producerUrl,
     port: relay.port,
     get sent() {
       return client.sent;

@@ -1,10 +1,14 @@
 /**
- * The NATS server lifecycle: connect to `NATS_URL`, or start a private nats-server child process
- * with JetStream under the project data dir, wait until it is ready and stop it on exit.
+ * The NATS server lifecycle: start a private nats-server child process with JetStream under the
+ * project data dir, requiring credentials (src/actors/nats-auth.ts), wait until it is ready and
+ * stop it on exit. A watchdog stops it too when this process dies without running exit hooks
+ * (SIGKILL, OOM): akbe's own server never outlives akbe for more than about a second.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { accessSync, constants, mkdirSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { accessSync, constants, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join } from 'node:path';
+import { authConfPath, ensureNatsAuth, natsAuthDir } from './nats-auth.js';
 
 export const NATS_INSTALL_HINT = 'apt-get install -y nats-server';
 
@@ -56,6 +60,14 @@ export interface StartNatsOptions {
   args?: string[];
   /** Path to the binary; found with `findNatsServerBinary` when omitted. */
   binary?: string;
+  /**
+   * Auth dir whose auth.conf the server loads (created with fresh seeds when missing). Default:
+   * `AKBE_NATS_AUTH_DIR`, else `auth` beside the store dir. `false` runs an open server (only for
+   * a caller that brings its own `-c` config with authorization in `args`).
+   */
+  auth?: string | false;
+  /** Stop the server when this process dies, even by SIGKILL (default true). */
+  watchParent?: boolean;
 }
 
 export interface LocalNatsServer extends AsyncDisposable {
@@ -64,6 +76,8 @@ export interface LocalNatsServer extends AsyncDisposable {
   readonly storeDir: string;
   readonly pid: number;
   readonly process: ChildProcess;
+  /** The auth dir the server trusts (seeds `<role>.nk` inside), or null for an open server. */
+  readonly authDir: string | null;
   /** Stops the server (SIGTERM, then SIGKILL after 5 s) and waits for it to exit. */
   stop(): Promise<void>;
   /** Kills the server at once (SIGKILL), as a crash would. */
@@ -90,7 +104,10 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
   mkdirSync(opts.storeDir, { recursive: true });
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port ?? 0;
+  const authDir =
+    opts.auth === false ? null : ensureNatsAuth(opts.auth ?? natsAuthDir(dirname(opts.storeDir)));
   const args = [
+    ...(authDir ? ['-c', authConfPath(authDir)] : []),
     '-a',
     host,
     '-p',
@@ -146,23 +163,93 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
     });
   });
 
+  const watchdog = opts.watchParent === false ? null : watchParent(child.pid!);
+  if (authDir) registerLocalServer(actualPort, child.pid!, authDir);
+  child.once('exit', () => unregisterLocalServer(actualPort, child.pid!));
   const stopWith = async (signal: NodeJS.Signals) => {
+    watchdog?.kill('SIGKILL');
     if (child.exitCode !== null || child.signalCode !== null) return;
     child.kill(signal);
     const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
     await exited;
     clearTimeout(timer);
   };
+  child.once('exit', () => watchdog?.kill('SIGKILL'));
   return {
     url: `nats://${host}:${actualPort}`,
     port: actualPort,
     storeDir: opts.storeDir,
     pid: child.pid!,
     process: child,
+    authDir,
     stop: () => stopWith('SIGTERM'),
     kill: () => stopWith('SIGKILL'),
     [Symbol.asyncDispose]: () => stopWith('SIGTERM'),
   };
+}
+
+/**
+ * A tiny sh process that polls this process's pid each second and stops the server once it is
+ * gone: exit hooks do not run on SIGKILL, and Node cannot ask the kernel for PR_SET_PDEATHSIG.
+ * It checks that the pid still runs nats-server before signalling (pids are reused).
+ */
+export function watchParent(serverPid: number, parentPid = process.pid): ChildProcess {
+  const script = [
+    `while kill -0 ${parentPid} 2>/dev/null && kill -0 ${serverPid} 2>/dev/null; do sleep 1; done`,
+    `grep -q nats-server /proc/${serverPid}/cmdline 2>/dev/null || exit 0`,
+    `kill -TERM ${serverPid} 2>/dev/null; sleep 5`,
+    `grep -q nats-server /proc/${serverPid}/cmdline 2>/dev/null && kill -KILL ${serverPid} 2>/dev/null`,
+    'exit 0',
+  ].join('\n');
+  const dog = spawn('/bin/sh', ['-c', script], { stdio: 'ignore', detached: true });
+  dog.unref();
+  return dog;
+}
+
+/**
+ * Loopback servers akbe started, by port, with their auth dir: so that a client given only
+ * `--nats nats://127.0.0.1:PORT` (a worker in another shell, a test's CLI child) finds the
+ * credentials. The folder is this user's alone (0700, checked owner); seeds stay in the auth dir.
+ */
+export function localServerRegistry(): string | null {
+  const dir = join(tmpdir(), `akbe-${process.getuid?.() ?? 'user'}`, 'nats-servers');
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const st = lstatSync(dir);
+    const parent = lstatSync(dirname(dir));
+    const mine = (s: typeof st) =>
+      s.isDirectory() && (process.getuid === undefined || s.uid === process.getuid());
+    if (!mine(st) || !mine(parent) || (st.mode & 0o077) !== 0 || (parent.mode & 0o022) !== 0) return null;
+    return dir;
+  } catch {
+    return null;
+  }
+}
+
+export interface LocalServerEntry {
+  pid: number;
+  authDir: string;
+}
+
+export function registerLocalServer(port: number, pid: number, authDir: string): void {
+  const dir = localServerRegistry();
+  if (dir) writeFileSync(join(dir, `${port}.json`), JSON.stringify({ pid, authDir }), { mode: 0o600 });
+}
+
+export function unregisterLocalServer(port: number, pid: number): void {
+  const dir = localServerRegistry();
+  if (dir && readLocalServer(port)?.pid === pid) rmSync(join(dir, `${port}.json`), { force: true });
+}
+
+/** The registered entry for a loopback port (the caller checks that its pid still runs). */
+export function readLocalServer(port: number): LocalServerEntry | null {
+  const dir = localServerRegistry();
+  if (!dir) return null;
+  try {
+    return JSON.parse(readFileSync(join(dir, `${port}.json`), 'utf8')) as LocalServerEntry;
+  } catch {
+    return null;
+  }
 }
 
 function lastLines(log: string): string {

@@ -1,42 +1,46 @@
 /**
  * A rollout worker: pulls rollout commands of one run from the work queue (dispatch.ts), runs the
- * rollout machine for each with its `generate` and `search` actors calling the policy and search
- * services over NATS, appends the machine's facts to the event log, and acks the command only
+ * rollout machine for each with its `generate` and `callTool` actors calling the policy service and
+ * the run's tools (src/tools) over NATS, appends the machine's facts to the event log, and acks the command only
  * once `rollout.completed` is stored. While a rollout runs the worker sends progress heartbeats
  * (`working`), so only a dead worker's rollouts are redelivered. Up to `concurrency` rollouts run
  * at once (their generate calls meet in the policy service's batcher).
  *
- * Text conventions are the world's (src/world/eval.ts): a turn after the first and every
- * observation are joined with a leading space; the observation is the world's `<information>`
- * block of the top-k passages, tokenized with the world tokenizer (token-in/token-out: its ids are
- * what the trajectory keeps).
+ * Text conventions are the policy's TextEnvironment (src/text/environment.ts): the world's for the
+ * world base (every tag one token), Search-R1's for a Hugging Face checkpoint (tags as stop strings
+ * on the decoded text). A tool's observation text is wrapped in the environment's `<information>`
+ * block and tokenized alone (token-in/token-out: its ids are what the trajectory keeps).
  */
-import type { ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import type { Consumer, ConsumerMessages, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type AnyActorRef, createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
+import { consumeOptions, debugConsumer } from '../events/consume.js';
+import { EdgeGate, EdgeRejectedError } from '../events/edge-gate.js';
+import { delay, retryElection } from '../events/retry.js';
 import type { EventStore } from '../events/store.js';
-import { requestSearch } from '../index/service.js';
 import type { AkbeFact } from '../machines/facts.js';
-import {
-  type GenerateRequest,
-  type GenerateResult,
-  rolloutMachine,
-  type SearchRequest,
-  type SearchResult,
-} from '../machines/rollout.js';
-import { informationBlock, stopIds } from '../world/prompts.js';
-import { observationText } from '../world/retrieval.js';
-import type { WorldTokenizer } from '../world/tokenizer.js';
+import { type GenerateRequest, type GenerateResult, rolloutMachine } from '../machines/rollout.js';
+import type { TextEnvironment } from '../text/environment.js';
+import { DEFAULT_TOOLS, toolsNamed } from '../tools/registry.js';
+import type { AnyTool } from '../tools/tool.js';
+import { killPoint, killPointArmed } from '../util/kill-point.js';
+import { abortable } from './abortable.js';
 import { COMMAND_STREAM, type RolloutCommand, rolloutConsumerName } from './dispatch.js';
-import { EventSink, factToEvent } from './event-sink.js';
+import { parseRolloutCommand } from './edge/rollout-command.js';
+import { EventSink } from './event-sink.js';
+import { factToEvent } from './fact-events.js';
 import { requestGenerate } from './policy-service.js';
-import { unpack } from './wire.js';
+import { envToolCallActor, turnDecodeRequest, turnResult } from './rollout-actors.js';
+import { natsServiceCall } from './tool-calls.js';
 
 export interface RolloutWorkerOptions {
   runId: string;
-  tokenizer: WorldTokenizer;
+  /** The policy's text conventions (prompts, stops, observations): src/text/environment.ts. */
+  env: TextEnvironment;
   /** Passages per search (the world's top-k). */
   topK: number;
+  /** The run's tools by name (default: search). */
+  tools?: readonly string[];
   /** Rollouts run at once (default 16). */
   concurrency?: number;
   /** Heartbeat period; keep well under the consumer's ack wait (default 2 s). */
@@ -45,57 +49,48 @@ export interface RolloutWorkerOptions {
   log?: (line: string) => void;
 }
 
-/** The `generate` and `search` actors of a rollout machine, over NATS. */
-export function remoteRolloutActors(nc: NatsConnection, runId: string, tok: WorldTokenizer, topK: number) {
-  const stopTokens = stopIds(tok);
-  const generate = fromPromise<GenerateResult, GenerateRequest>(async ({ input }) => {
-    const r = await requestGenerate(nc, runId, {
+/** The `generate` and `callTool` actors of a rollout machine, over NATS, in `env`'s text conventions. */
+export function remoteRolloutActors(
+  nc: NatsConnection,
+  runId: string,
+  env: TextEnvironment,
+  topK: number,
+  tools: readonly AnyTool[] = toolsNamed(DEFAULT_TOOLS, { topK }),
+) {
+  const generate = fromPromise<GenerateResult, GenerateRequest>(async ({ input, signal }) => {
+    const request = requestGenerate(nc, runId, {
       policyVersion: input.policyVersion,
-      prompt: input.tokens,
-      maxNewTokens: input.maxNewTokens,
-      seed: input.seed,
-      temperature: input.temperature,
-      topP: input.topP,
-      stopTokens,
+      ...turnDecodeRequest(input, env),
     });
-    const text = tok.decode(r.tokens);
-    const last = r.tokens[r.tokens.length - 1];
-    const finish = last === tok.eos ? 'eos' : r.finish === 'length' ? 'length' : 'stop';
-    return {
-      tokens: r.tokens,
-      logprobs: r.logprobs,
-      text: input.turn > 0 && text !== '' ? ` ${text}` : text,
-      finish,
-    };
+    const r = await abortable(request, signal);
+    return turnResult(env, input, r.tokens, r.logprobs, r.finish === 'length');
   });
-  const search = fromPromise<SearchResult, SearchRequest>(async ({ input }) => {
-    const t0 = performance.now();
-    const hits = (await requestSearch(nc, runId, [input.query], topK))[0] ?? [];
-    const block = informationBlock(observationText(hits));
-    return {
-      tokens: tok.encode(block),
-      text: ` ${block}`,
-      passageIds: hits.map((h) => h.id),
-      scores: hits.map((h) => h.score),
-      latencyMs: performance.now() - t0,
-      error: null,
-    };
-  });
-  return { generate, search };
+  const callTool = envToolCallActor(tools, natsServiceCall(nc, runId), env);
+  return { generate, callTool };
 }
 
 export class RolloutWorker implements AsyncDisposable {
-  readonly stats = { completed: 0, failed: 0, redelivered: 0 };
+  readonly stats = { completed: 0, failed: 0, redelivered: 0, refused: 0 };
   private messages: ConsumerMessages | null = null;
   private loop: Promise<void> | null = null;
   private readonly running = new Set<Promise<void>>();
   private stopped = false;
+  /** The consumer's max deliveries (-1: unlimited). */
+  private maxDeliver = -1;
+  /** Dead-letters the commands refused at the edge. */
+  readonly edge: EdgeGate;
 
   private constructor(
     private readonly nc: NatsConnection,
     private readonly store: EventStore,
     private readonly opts: RolloutWorkerOptions,
-  ) {}
+  ) {
+    this.edge = new EdgeGate(nc, { detectedBy: `rollout-worker:${opts.runId}`, log: opts.log });
+    this.tools = toolsNamed(opts.tools ?? DEFAULT_TOOLS, { topK: opts.topK });
+  }
+
+  /** The run's tools, made once (an unknown name fails the worker's start, not each rollout). */
+  private readonly tools: AnyTool[];
 
   /** Joins the run's rollout queue (the consumer must exist: ensureRolloutQueue). */
   static async start(
@@ -105,59 +100,107 @@ export class RolloutWorker implements AsyncDisposable {
     opts: RolloutWorkerOptions,
   ): Promise<RolloutWorker> {
     const w = new RolloutWorker(nc, store, opts);
-    const consumer = await js.consumers.get(COMMAND_STREAM, rolloutConsumerName(opts.runId));
-    const concurrency = opts.concurrency ?? 16;
-    w.messages = await consumer.consume({ max_messages: concurrency });
-    w.loop = w.run(concurrency);
+    const name = rolloutConsumerName(opts.runId);
+    const consumer = await retryElection(js, `consumer ${name}`, () =>
+      js.consumers.get(COMMAND_STREAM, name),
+    );
+    w.maxDeliver =
+      (await retryElection(js, `consumer ${name}: info`, () => consumer.info())).config.max_deliver ?? -1;
+    w.loop = w.run(consumer, opts.concurrency ?? 16);
     return w;
   }
 
-  private async run(concurrency: number): Promise<void> {
-    for await (const m of this.messages!) {
-      if (this.stopped) {
-        m.nak();
-        continue;
+  /**
+   * Pulls until stopped. nats.js re-pulls by itself after missed heartbeats and reconnects; when
+   * it gives up instead (the pull ends or fails, e.g. through a long cluster election), the
+   * worker says so and pulls again a second later: a worker that silently stopped pulling would
+   * stall the run.
+   */
+  private async run(consumer: Consumer, concurrency: number): Promise<void> {
+    while (!this.stopped && !this.nc.isClosed()) {
+      try {
+        this.messages = await consumer.consume(consumeOptions(concurrency));
+        debugConsumer(`rollout worker ${this.opts.runId}`, this.messages);
+        if (this.stopped) await this.messages.close();
+        for await (const m of this.messages) {
+          if (this.stopped) {
+            m.nak();
+            continue;
+          }
+          const p = this.handle(m).finally(() => this.running.delete(p));
+          this.running.add(p);
+          while (this.running.size >= concurrency) await Promise.race(this.running);
+        }
+      } catch (err) {
+        // The queue's iterator throws when the connection closes under it (NATS lost): said in
+        // one line, never an unhandled rejection that kills the process with a stack.
+        if (!this.stopped)
+          this.opts.log?.(
+            this.nc.isClosed()
+              ? `rollout worker: the command queue ended: ${(err as Error).message}`
+              : `rollout worker: pulling commands failed (${(err as Error).message}); pulling again`,
+          );
       }
-      const p = this.handle(m).finally(() => this.running.delete(p));
-      this.running.add(p);
-      while (this.running.size >= concurrency) await Promise.race(this.running);
+      if (!this.stopped && !this.nc.isClosed()) await delay(1_000);
     }
   }
 
   private async handle(m: JsMsg): Promise<void> {
     let cmd: RolloutCommand;
     try {
-      cmd = unpack<RolloutCommand>(m.data);
-      if (!cmd?.input?.rolloutId) throw new TypeError('not a rollout command');
+      cmd = parseRolloutCommand(m.data, this.opts.runId, { vocabSize: this.opts.env.codec.vocabSize });
     } catch (err) {
-      this.opts.log?.(
-        `rollout worker: dropping an undecodable command (seq ${m.seq}): ${(err as Error).message}`,
-      );
-      m.term();
+      // Refused at the edge: kept as a dead letter with its reason, then removed from the queue
+      // (term). When the dead letter cannot be written, the command stays queued (nak).
+      const e = err as EdgeRejectedError;
+      this.opts.log?.(`rollout worker: refusing command seq ${m.seq}: ${e.message}`);
+      this.stats.refused++;
+      if (await this.edge.deadLetter(m.subject, m.data, e, { stream: m.info.stream, seq: m.seq })) m.term();
+      else m.nak(1_000);
       return;
     }
     if (m.info.deliveryCount > 1) this.stats.redelivered++;
     const heartbeat = setInterval(() => m.working(), this.opts.heartbeatMs ?? 2_000);
     try {
-      const { runId, tokenizer, topK } = this.opts;
+      const { runId, env, topK } = this.opts;
       const machine = rolloutMachine.provide({
-        actors: remoteRolloutActors(this.nc, runId, tokenizer, topK),
+        actors: remoteRolloutActors(this.nc, runId, env, topK, this.tools),
       });
       const sink = new EventSink(this.store);
       const actor = createActor(machine, { input: cmd.input, inspect: this.opts.inspect });
-      actor.on('*', (fact) => sink.push(factToEvent(fact as AkbeFact, { runId, step: cmd.step })));
+      actor.on('*', (fact) => {
+        sink.push(factToEvent(fact as AkbeFact, { runId, step: cmd.step }));
+        if ((fact as AkbeFact).type === 'rollout.started' && killPointArmed('rollout-start', cmd.step))
+          void sink.flush().then(() => killPoint('rollout-start', cmd.step));
+      });
       actor.start();
       await toPromise(actor as AnyActorRef);
       await sink.flush();
+      killPoint('rollout', cmd.step);
       clearInterval(heartbeat);
-      await m.ackAck();
-      this.stats.completed++;
     } catch (err) {
       clearInterval(heartbeat);
       this.stats.failed++;
-      this.opts.log?.(`rollout worker: ${cmd.input.rolloutId} failed: ${(err as Error).message}`);
+      const cause = `${cmd.input.rolloutId} failed (delivery ${m.info.deliveryCount} of ${this.maxDeliver}): ${(err as Error).message}`;
+      this.opts.log?.(`rollout worker: ${cause}`);
+      // The last attempt keeps its cause as the command's dead letter: the orchestrator, told by
+      // JetStream that the rollout is out of deliveries, reads it to say why.
+      if (this.maxDeliver > 0 && m.info.deliveryCount >= this.maxDeliver)
+        await this.edge.deadLetter(m.subject, m.data, new EdgeRejectedError('handler-failed', cause), {
+          stream: m.info.stream,
+          seq: m.seq,
+        });
       m.nak(1_000);
+      return;
     }
+    // rollout.completed is stored: the rollout is done even if the ack is lost (a cluster node
+    // died with the consumer's leader); its redelivery would store only duplicates, counted once.
+    this.stats.completed++;
+    await retryElection(this.nc, `ack ${cmd.input.rolloutId}`, () => m.ackAck()).catch((err) =>
+      this.opts.log?.(
+        `rollout worker: ${cmd.input.rolloutId} done, its ack failed: ${(err as Error).message}`,
+      ),
+    );
   }
 
   /** Stops pulling; rollouts in progress finish and are acked. */

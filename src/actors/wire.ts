@@ -6,6 +6,7 @@
  */
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { Packr } from 'msgpackr';
+import { requestResending } from './resend-request.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: true });
 
@@ -48,7 +49,16 @@ export async function answer<T>(msg: Msg, handler: () => Promise<T>): Promise<vo
   }
 }
 
-/** Sends a request and returns the value of an ok reply; throws ServiceCallError otherwise. */
+/** Answers `msg` with an error reply (a request refused at the edge). */
+export function respondError(msg: Msg, err: Error): void {
+  const reply: Reply<never> = { ok: false, error: { name: err.name, message: err.message } };
+  if (!msg.respond(pack(reply))) throw new Error('no reply subject');
+}
+
+/**
+ * Sends a request (again after a reconnect: resend-request.ts) and returns the value of an ok
+ * reply; throws ServiceCallError otherwise.
+ */
 export async function call<T>(
   nc: NatsConnection,
   subject: string,
@@ -57,7 +67,7 @@ export async function call<T>(
 ): Promise<T> {
   let msg: Msg;
   try {
-    msg = await nc.request(subject, pack(request), { timeout: timeoutMs });
+    msg = await requestResending(nc, subject, pack(request), timeoutMs);
   } catch (err) {
     throw new ServiceCallError(subject, (err as Error).name, (err as Error).message, { cause: err });
   }
@@ -67,6 +77,26 @@ export async function call<T>(
   } catch (err) {
     throw new ServiceCallError(subject, 'UndecodableReply', (err as Error).message, { cause: err });
   }
+  if (!isReply(reply))
+    throw new ServiceCallError(
+      subject,
+      'UndecodableReply',
+      'the reply is not an {ok, value | error} envelope',
+    );
   if (!reply.ok) throw new ServiceCallError(subject, reply.error.name, reply.error.message);
   return reply.value;
+}
+
+/** A reply from another process: checked before it is trusted (a bad one is an error, not a crash). */
+function isReply(r: unknown): r is Reply<unknown> {
+  if (typeof r !== 'object' || r === null) return false;
+  const x = r as { ok?: unknown; error?: { name?: unknown; message?: unknown } };
+  if (x.ok === true) return 'value' in x;
+  return (
+    x.ok === false &&
+    typeof x.error === 'object' &&
+    x.error !== null &&
+    typeof x.error.name === 'string' &&
+    typeof x.error.message === 'string'
+  );
 }

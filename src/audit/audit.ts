@@ -12,19 +12,26 @@
  * advantage, batch and metric work, so the audit and the learner cannot drift apart.
  */
 import type { AkbeEvent, BoundaryCategory } from '../events/catalog.js';
+import { rolloutResultOf } from '../events/rollout-result.js';
 import { prepareStep, selectionRuleOf } from '../machines/learner.js';
 import { sampleStepQuestions } from '../machines/run.js';
-import type { RolloutResult } from '../rl/types.js';
+import { getAlgorithm } from '../rl/algorithms/index.js';
+import { oracleRatesExtra, oracleSearchRates } from '../rl/metrics.js';
+import type { OfflineTarget } from '../rl/offline.js';
+import type { QuestionGroup, RolloutResult } from '../rl/types.js';
+import { checkCompleteness } from './completeness.js';
+import { checkDpoPairs } from './dpo-pairs.js';
+import { checkOfflineTargets } from './offline-targets.js';
 import {
   type AuditSettings,
   groupOf,
   recomputeOutcome,
   responseFromTurns,
-  rolloutResultOf,
   settingsOf,
   stepVersion,
 } from './recompute.js';
 import { foldRunLog, type RunLog, type StepLog, seqOf } from './run-log.js';
+import { auditStaleness, checkStepVersion } from './staleness.js';
 
 export interface Mismatch {
   /** JetStream sequence of the event holding the recorded value (0: not stored / missing). */
@@ -43,6 +50,10 @@ export interface AuditReport {
   mismatches: Mismatch[];
   /** Things the log does not hold, so they were not checked (never a failure by themselves). */
   notes: string[];
+  /** Expected events that are missing or duplicated (completeness.ts): each fails the audit. */
+  errors: string[];
+  /** Why the log is incomplete (no run.finished), or null. */
+  incomplete: string | null;
   checked: { rollouts: number; labels: number; steps: number; rows: number };
   settings: AuditSettings;
 }
@@ -92,17 +103,51 @@ export function auditRunLog(log: RunLog): AuditReport {
     c.notes.add(`run.started.config lacks ${settings.defaulted.join(', ')}: the audit used defaults`);
   for (const d of log.duplicates)
     c.notes.add(`duplicate ${d.type} at seq ${seqOf(d)} (the first one was audited)`);
+  const { errors, incomplete } = checkCompleteness(log);
   const checked = { rollouts: 0, labels: 0, steps: 0, rows: 0 };
   let lastCategory: Record<string, BoundaryCategory> = {};
   const poolIndex = new Map<string, { index: number; step: number }>();
+  const offlineSeen = new Map<string, { step: number; record: OfflineTarget }>();
+  const offline = getAlgorithm(settings.algo).offlineTargets === true;
+  if (offline)
+    c.notes.add(
+      "offline-akbe: the frozen targets' tokens are taken as recorded (their checkpoint's sha256 is in each record)",
+    );
   for (const s of log.steps.values()) {
     checkStepQuestions(c, s, settings, poolIndex);
     const version = stepVersion(log, s.step);
+    checkStepVersion(c.check.bind(c), s.started, s.step, settings.maxStaleness);
     const results = auditRollouts(c, s, version, settings, checked);
-    lastCategory = auditLearner(c, s, version, settings, results, lastCategory, checked, log.published);
+    const targets = offline
+      ? checkOfflineTargets((w, f, rec, want) => c.check(w, f, rec, want), s, settings, offlineSeen)
+      : undefined;
+    lastCategory = auditLearner(
+      c,
+      s,
+      version,
+      settings,
+      results,
+      lastCategory,
+      checked,
+      log.published,
+      targets,
+    );
   }
   c.mismatches.sort((a, b) => a.seq - b.seq);
-  return { runId: log.runId, mismatches: c.mismatches, notes: [...c.notes], checked, settings };
+  return {
+    runId: log.runId,
+    mismatches: c.mismatches,
+    notes: [...c.notes],
+    errors,
+    incomplete,
+    checked,
+    settings,
+  };
+}
+
+/** True when the audit found nothing wrong: no mismatch, no missing event, and run.finished present. */
+export function auditPassed(r: AuditReport): boolean {
+  return r.mismatches.length === 0 && r.errors.length === 0 && r.incomplete === null;
 }
 
 /** Step k's questions are distinct, and each question sits at one pool index across the run. */
@@ -196,7 +241,7 @@ function auditRollouts(
       }
       const masked = done.data.oldLogprobs.some((lp, i) => done.data.lossMask[i] === 0 && lp !== 0);
       c.check(where, 'oldLogprobs (0 on observation tokens)', masked ? 'non-zero' : 0, 0);
-      const result = rolloutResultOf({ ...r, completed: done }, outcome);
+      const result = rolloutResultOf(done, { outcome, turns: r.turns.length });
       // Downstream (batch rows, loss tokens) uses the mask re-derived from the turns when there is one.
       if (rebuilt && rebuilt.tokens.length === result.responseTokens.length)
         result.responseMask = rebuilt.mask;
@@ -236,12 +281,22 @@ function auditLearner(
   lastCategory: Record<string, BoundaryCategory>,
   checked: AuditReport['checked'],
   published: RunLog['published'],
+  offlineTargets?: Record<string, OfflineTarget>,
 ): Record<string, BoundaryCategory> {
   const labelled = [...s.questions.values()].filter((q) => q.label || q.group);
   if (labelled.length === 0) return lastCategory;
-  const groups = labelled
+  const rolledOut = labelled
     .map((q) => groupOf(s.step, version, q, results))
     .filter((g) => g.withTool.length + g.noTool.length > 0);
+  // Asynchronous runs: the version trained from, and the groups within maxStaleness.
+  const { trainVersion, trained: groups } = auditStaleness(
+    c.check.bind(c),
+    s.step,
+    version,
+    settings.maxStaleness,
+    rolledOut,
+    s.learner,
+  );
   if (groups.length === 0) return lastCategory;
   const learnerSeq = seqOf(s.learner);
   let prepared: ReturnType<typeof prepareStep>;
@@ -252,10 +307,14 @@ function auditLearner(
         batchQuestions: groups.length,
         miniBatchQuestions: settings.miniBatchQuestions,
         algo: settings.algo,
+        algoOptions: settings.algoOptions,
         advantage: settings.advantage,
         targetSelection: settings.targetSelection,
         targetContext: settings.targetContext,
+        akbeAggregation: settings.akbeAggregation,
+        toolCallCount: settings.toolCallCount,
         losses: [],
+        offlineTargets,
         initialVersion: version,
         padId: settings.padId,
         padTo: settings.padTo,
@@ -299,11 +358,11 @@ function auditLearner(
   const sm = prepared.metrics;
   const wt = prepared.groups.flatMap((g) => g.withTool);
   const correct = wt.reduce((a, r) => a + r.reward, 0);
-  c.check(where, 'policyVersionBefore', learner.data.policyVersionBefore, version);
-  c.check(where, 'policyVersionAfter', learner.data.policyVersionAfter, version + 1);
-  // The next step rolls out with the version this step published (on-policy).
-  if (!published.has(version + 1))
-    c.notes.add(`step ${s.step}: no policy.published of version ${version + 1}`);
+  c.check(where, 'policyVersionBefore', learner.data.policyVersionBefore, trainVersion);
+  c.check(where, 'policyVersionAfter', learner.data.policyVersionAfter, trainVersion + 1);
+  // The next step rolls out with the version this step published (synchronous), or a later one.
+  if (!published.has(trainVersion + 1))
+    c.notes.add(`step ${s.step}: no policy.published of version ${trainVersion + 1}`);
   c.check(where, 'metrics.em', m.em, sm.withToolEm);
   c.check(where, 'metrics.tc', m.tc, sm.meanToolCalls);
   // tp: the sink may form Σ correct as mean reward × count, so allow float rounding (1e-9 relative).
@@ -314,6 +373,7 @@ function auditLearner(
   c.check(where, 'metrics.boundaryShifts', m.boundaryShifts, sm.boundaryShifts);
   c.check(where, 'metrics.meanResponseLength', m.meanResponseLength, sm.meanResponseLength);
   c.check(where, 'metrics.toolCallsPerBatch', m.toolCallsPerBatch, sm.toolCallsPerBatch);
+  checkOracleRates(c, where, s, prepared.groups, learner.data.extra, settings);
   const batch = learner.data.batch;
   if (!batch) {
     c.notes.add('learner.step without batch: advantages and trained rows not checked');
@@ -337,7 +397,9 @@ function auditLearner(
     if (rec.advantage !== adv && Math.fround(rec.advantage) !== adv)
       c.check(rowWhere, `${at}.advantage`, rec.advantage, adv);
     c.check(rowWhere, `${at}.grpo`, rec.grpo, b.pgWeight[i] === 1);
-    c.check(rowWhere, `${at}.akbe`, rec.akbe, b.akbeWeight[i] === 1);
+    c.check(rowWhere, `${at}.akbe`, rec.akbe, b.akbeWeight[i] > 0);
+    // The row's L_AKBE weight (per-target or pooled aggregation), recorded since session 3.
+    if (rec.akbeWeight !== undefined) c.check(rowWhere, `${at}.akbeWeight`, rec.akbeWeight, b.akbeWeight[i]);
     c.check(
       rowWhere,
       `${at}.miniBatch`,
@@ -345,5 +407,28 @@ function auditLearner(
       b.miniBatches.findIndex((mb) => mb.includes(i)),
     );
   });
+  if (b.dpoPairs || batch.dpoPairs)
+    checkDpoPairs((f, rec, want) => c.check(where, f, rec, want), batch, b, version, results);
   return prepared.lastCategory;
+}
+
+/**
+ * The world's oracle rates in learner.step.extra (knownSearchRate, unknownNoSearchRate), recomputed
+ * from the step's rollouts and the oracle each question.assigned carries. A recorded rate the log
+ * cannot back, or a missing one it can, is a mismatch like any other.
+ */
+function checkOracleRates(
+  c: Collector,
+  where: Where,
+  s: StepLog,
+  groups: readonly QuestionGroup[],
+  extra: Record<string, number>,
+  settings: AuditSettings,
+): void {
+  const knownOf = (id: string) => s.questions.get(id)?.assigned?.data.known;
+  if (!groups.some((g) => knownOf(g.questionId) !== undefined))
+    c.notes.add('question.assigned carries no oracle (known): the oracle rates were not recomputed');
+  const rates = oracleRatesExtra(oracleSearchRates(groups, knownOf, settings.toolCallCount));
+  for (const key of ['knownSearchRate', 'unknownNoSearchRate'])
+    c.check(where, `extra.${key}`, extra[key], rates[key]);
 }

@@ -5,6 +5,8 @@
  * policy learned. Pure: read from a RunLog.
  */
 import type { BoundaryCategory } from '../events/catalog.js';
+import { countedToolCalls } from '../rl/metrics.js';
+import { settingsOf } from './recompute.js';
 import type { RunLog } from './run-log.js';
 import { seqOf } from './run-log.js';
 
@@ -17,6 +19,7 @@ export interface BoundaryHistoryRow {
   shifted: boolean;
   wt: boolean | null;
   nt: boolean | null;
+  /** toolCalls: Σ over the with-tool rollouts, counted as TC counts them (countedToolCalls). */
   withTool: { correct: number; total: number; toolCalls: number };
   noTool: { correct: number; total: number };
   targetRolloutId: string | null;
@@ -28,6 +31,7 @@ export interface BoundaryHistoryRow {
 export function boundaryHistory(log: RunLog, questionId: string): BoundaryHistoryRow[] {
   const rows: BoundaryHistoryRow[] = [];
   let last: BoundaryCategory | null = null;
+  const count = settingsOf(log.started).toolCallCount;
   for (const s of log.steps.values()) {
     const q = s.questions.get(questionId);
     if (!q) continue;
@@ -38,7 +42,9 @@ export function boundaryHistory(log: RunLog, questionId: string): BoundaryHistor
     const category = label?.category ?? null;
     rows.push({
       step: s.step,
-      policyVersion: s.started?.data.policyVersion ?? done[0]?.meta.policyVersion ?? s.step,
+      // The version the label describes (its group's; an asynchronous step trains from a later one).
+      policyVersion:
+        q.label?.meta.policyVersion ?? s.started?.data.policyVersion ?? done[0]?.meta.policyVersion ?? s.step,
       category,
       previousCategory: label ? label.previousCategory : last,
       shifted: category !== null && last !== null && category !== last,
@@ -47,7 +53,7 @@ export function boundaryHistory(log: RunLog, questionId: string): BoundaryHistor
       withTool: {
         correct: wt.filter((d) => d.data.reward === 1).length,
         total: wt.length,
-        toolCalls: wt.reduce((a, d) => a + d.data.toolCalls, 0),
+        toolCalls: wt.reduce((a, d) => a + countedToolCalls(d.data, count), 0),
       },
       noTool: { correct: nt.filter((d) => d.data.reward === 1).length, total: nt.length },
       targetRolloutId: label?.targetRolloutId ?? null,

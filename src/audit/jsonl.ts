@@ -6,6 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { type AkbeEvent, validateEvent } from '../events/catalog.js';
+import { parseSealLine } from './export-seal.js';
 
 /** A line of the export that is not a valid event; `line` is 1-based. */
 export class ExportLineError extends Error {
@@ -50,7 +51,7 @@ export async function readExportFile(file: string): Promise<AkbeEvent[]> {
   try {
     for await (const line of lines) {
       n++;
-      if (line.trim() === '') continue;
+      if (line.trim() === '' || parseSealLine(line)) continue; // the seal: checked by export-seal.ts
       try {
         events.push(parseEventJson(line));
       } catch (err) {

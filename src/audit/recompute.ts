@@ -4,38 +4,50 @@
  * question's group as the learner saw it. Pure: src/rl does the math, this file only reads events.
  */
 import type { EventOf } from '../events/catalog.js';
+import type { RolloutOutcome } from '../events/rollout-result.js';
+import { algorithmOptions, getAlgorithm, listAlgorithms } from '../rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG } from '../rl/config.js';
+import { AKBE_AGGREGATIONS, type AkbeAggregation } from '../rl/losses.js';
+import type { ToolCallCount } from '../rl/metrics.js';
 import { exactMatch, scoreTrajectory } from '../rl/reward.js';
-import type {
-  QuestionGroup,
-  RolloutResult,
-  TargetContext,
-  TargetSelection,
-  TextSegment,
-} from '../rl/types.js';
+import type { QuestionGroup, RolloutResult, TargetContext, TargetSelection } from '../rl/types.js';
 import type { QuestionLog, RolloutLog, RunLog } from './run-log.js';
 
 /** The settings the learner computed with, read from run.started (defaults noted when missing). */
 export interface AuditSettings {
   runSeed: number;
-  algo: 'grpo' | 'akbe';
+  /** The algorithm (src/rl/algorithms) and its options, as the learner ran them. */
+  algo: string;
+  algoOptions: Record<string, number>;
   advantage: string;
   targetSelection: TargetSelection;
   targetContext: TargetContext;
+  /** L_AKBE's aggregation; a log without it trained 'pooled' (akbe before session 3). */
+  akbeAggregation: AkbeAggregation;
   maxToolCalls: number;
+  /** How the run's TC counted tool calls; a log without it counted executed calls only (before session 3). */
+  toolCallCount: ToolCallCount;
+  /** Tags of the run's tools (run.started config `toolTags`; absent: the default search tool). */
+  toolTags?: string[];
   maxResponseTokens: number;
   miniBatchQuestions: number;
   padId?: number;
   padTo?: number;
   questionPoolSize?: number;
+  /** η of an asynchronous run (absent from logs before issue 13: 0, synchronous). */
+  maxStaleness: number;
   /** Keys that were missing from run.started and took the audit's default. */
   defaulted: string[];
 }
 
 const DEFAULTS = DEFAULT_TRAIN_CONFIG;
 
-/** Maps a recorded algo name ('grpo+akbe', 'akbe', 'grpo') to the learner's two modes. */
-export function learnerAlgo(name: string): 'grpo' | 'akbe' {
+/**
+ * The registered algorithm a recorded name means: a registered name itself, else the older
+ * run.started spelling ('grpo+akbe' and any other name with akbe in it -> 'akbe', the rest 'grpo').
+ */
+export function learnerAlgo(name: string): string {
+  if (listAlgorithms().includes(name)) return name;
   return /akbe/i.test(name) ? 'akbe' : 'grpo';
 }
 
@@ -61,9 +73,11 @@ export function settingsOf(started: EventOf<'run.started'> | undefined): AuditSe
   const algo = isStr(cfg.algo)
     ? learnerAlgo(cfg.algo as string)
     : learnerAlgo(started?.data.algo ?? DEFAULTS.algo);
+  const given = cfg.algoOptions && typeof cfg.algoOptions === 'object' ? cfg.algoOptions : {};
   return {
     runSeed,
     algo,
+    algoOptions: algorithmOptions(getAlgorithm(algo), given as Record<string, unknown>),
     advantage: pick('advantage', isStr, DEFAULTS.advantage),
     targetSelection: pick(
       'targetSelection',
@@ -71,7 +85,15 @@ export function settingsOf(started: EventOf<'run.started'> | undefined): AuditSe
       DEFAULTS.targetSelection,
     ),
     targetContext: pick('targetContext', (v) => v === 'with-tool' || v === 'own', DEFAULTS.targetContext),
+    akbeAggregation: pick<AkbeAggregation>(
+      'akbeAggregation',
+      (v) => AKBE_AGGREGATIONS.includes(v as AkbeAggregation),
+      'pooled',
+    ),
     maxToolCalls: pick('maxToolCalls', isInt, DEFAULTS.maxToolCalls),
+    toolCallCount: cfg.toolCallCount === 'emitted' ? 'emitted' : 'executed',
+    toolTags:
+      Array.isArray(cfg.toolTags) && cfg.toolTags.every(isStr) ? (cfg.toolTags as string[]) : undefined,
     maxResponseTokens: pick('maxResponseTokens', isInt, DEFAULTS.maxResponseTokens),
     miniBatchQuestions: pick('miniBatchQuestions', isInt, DEFAULTS.miniBatchQuestions),
     padId: isInt(cfg.padId) ? (cfg.padId as number) : undefined,
@@ -79,14 +101,13 @@ export function settingsOf(started: EventOf<'run.started'> | undefined): AuditSe
     questionPoolSize:
       started?.data.questionPoolSize ??
       (isInt(cfg.questionPoolSize) ? (cfg.questionPoolSize as number) : undefined),
+    maxStaleness:
+      isInt(cfg.maxStaleness) && (cfg.maxStaleness as number) > 0 ? (cfg.maxStaleness as number) : 0,
     defaulted,
   };
 }
 
-export interface RecomputedOutcome {
-  answer: string | null;
-  formatOk: boolean;
-  reward: number;
+export interface RecomputedOutcome extends RolloutOutcome {
   /** True when the format was re-checked from recorded segments (else the recorded flag was trusted). */
   fromText: boolean;
 }
@@ -100,57 +121,26 @@ export interface RecomputedOutcome {
 export function recomputeOutcome(
   done: EventOf<'rollout.completed'>,
   gold: readonly string[],
-  s: Pick<AuditSettings, 'maxToolCalls'>,
+  s: Pick<AuditSettings, 'maxToolCalls' | 'toolTags'>,
 ): RecomputedOutcome {
   const d = done.data;
   if (d.segments) {
-    const score = scoreTrajectory(d.segments, d.path, gold, { maxToolCalls: s.maxToolCalls });
-    const formatOk = d.finishReason === 'answer' && score.formatOk;
-    return { answer: score.answer, formatOk, reward: formatOk ? score.reward : 0, fromText: true };
+    const score = scoreTrajectory(d.segments, d.path, gold, s);
+    const formatOk = d.stopReason === 'answer' && score.formatOk;
+    return {
+      answer: score.answer,
+      formatOk,
+      reward: formatOk ? score.reward : 0,
+      formatReason: d.stopReason === 'answer' ? score.formatReason : d.stopReason,
+      fromText: true,
+    };
   }
-  const formatOk = d.formatOk && d.finishReason === 'answer' && d.answer !== null;
+  const formatOk = d.formatOk && d.stopReason === 'answer' && d.answer !== null;
   return {
     answer: d.answer,
     formatOk,
     reward: formatOk ? exactMatch(d.answer as string, gold) : 0,
     fromText: false,
-  };
-}
-
-const STOP_OF = {
-  answer: 'answer',
-  'max-tokens': 'length',
-  'max-turns': 'tool-limit',
-  'format-error': 'invalid-action',
-} as const;
-
-/** A RolloutResult rebuilt from the log, with the recomputed outcome in place of the recorded one. */
-export function rolloutResultOf(
-  r: RolloutLog & { completed: EventOf<'rollout.completed'> },
-  outcome: RecomputedOutcome,
-): RolloutResult {
-  const d = r.completed.data;
-  const segments: TextSegment[] = d.segments ? d.segments.map((x) => ({ kind: x.kind, text: x.text })) : [];
-  return {
-    questionId: r.completed.meta.questionId,
-    rolloutId: r.rolloutId,
-    index: d.index,
-    path: d.path,
-    policyVersion: r.completed.meta.policyVersion,
-    seed: d.seed,
-    promptTokens: Array.from(d.promptTokenIds),
-    responseTokens: Array.from(d.responseTokenIds),
-    responseLogprobs: Array.from(d.oldLogprobs),
-    responseMask: Array.from(d.lossMask),
-    segments,
-    answer: outcome.answer,
-    toolCalls: d.toolCalls,
-    turns: r.turns.length || segments.filter((x) => x.kind === 'generated').length,
-    formatOk: outcome.formatOk,
-    formatReason: outcome.formatOk ? 'ok' : d.finishReason,
-    stopReason: STOP_OF[d.finishReason],
-    em: outcome.reward === 1 ? 1 : 0,
-    reward: outcome.reward,
   };
 }
 

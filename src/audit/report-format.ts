@@ -22,13 +22,21 @@ export function formatMismatch(m: Mismatch): string {
 
 export function formatAuditReport(r: AuditReport): string {
   const lines = r.mismatches.map(formatMismatch);
+  for (const e of r.errors) lines.push(`ERROR ${e}`);
+  if (r.incomplete) lines.push(`INCOMPLETE ${r.incomplete}`);
   for (const n of r.notes) lines.push(`note: ${n}`);
   const c = r.checked;
   const what = `${c.rollouts} rollouts, ${c.labels} labels, ${c.steps} learner steps, ${c.rows} trained rows`;
+  const plural = (n: number, word: string, es = 's') => `${n} ${word}${n === 1 ? '' : es}`;
+  const problems = [
+    r.mismatches.length ? plural(r.mismatches.length, 'mismatch', 'es') : '',
+    r.errors.length ? plural(r.errors.length, 'missing or duplicated event') : '',
+    r.incomplete ? 'incomplete (no run.finished)' : '',
+  ].filter(Boolean);
   lines.push(
-    r.mismatches.length === 0
-      ? `replay of run ${r.runId}: clean (${what} recomputed, no mismatch)`
-      : `replay of run ${r.runId}: ${r.mismatches.length} mismatch${r.mismatches.length === 1 ? '' : 'es'} (${what} recomputed)`,
+    problems.length === 0
+      ? `replay of run ${r.runId}: clean (${what} recomputed, no mismatch, no missing event)`
+      : `replay of run ${r.runId}: ${problems.join(', ')} (${what} recomputed)`,
   );
   return `${lines.join('\n')}\n`;
 }

@@ -145,6 +145,10 @@ export function addEvent(log: RunLog, e: AkbeEvent): RunLog {
       else r.tools.push(e);
       break;
     }
+    case 'eval.completed':
+      // An evaluation's rollouts are not stored, so there is nothing to recompute; the
+      // experiment report (src/experiments) reads these.
+      break;
     default: {
       const _exhaustive: never = e;
       return _exhaustive;

@@ -11,7 +11,7 @@ import type { EventStore } from '../events/store.js';
 import { readStream } from '../events/stream-reader.js';
 import { EVENTS_STREAM } from '../events/subjects.js';
 
-const RUN_LEVEL = [
+export const RUN_LEVEL = [
   'run.started',
   'step.started',
   'learner.step',
@@ -25,7 +25,10 @@ export interface RunListing {
   undecodable: number;
 }
 
-export async function listRuns(store: EventStore): Promise<RunListing> {
+/** Every run-level event of every run (one bounded, filtered read per type), by run, in stream order. */
+export async function readRunLevelEvents(
+  store: Pick<EventStore, 'js'>,
+): Promise<{ byRun: Map<string, AkbeEvent[]>; undecodable: number }> {
   const byRun = new Map<string, Array<{ seq: number; event: AkbeEvent }>>();
   let undecodable = 0;
   for (const type of RUN_LEVEL) {
@@ -37,20 +40,26 @@ export async function listRuns(store: EventStore): Promise<RunListing> {
         undecodable++;
         continue;
       }
+      event.meta.seq = m.seq;
       const list = byRun.get(event.meta.runId) ?? [];
       list.push({ seq: m.seq, event });
       byRun.set(event.meta.runId, list);
     }
   }
-  const runs = [...byRun.values()].map((list) =>
-    fold(
-      runSummary,
-      list.sort((a, b) => a.seq - b.seq).map((x) => x.event),
-    ),
+  const sorted = new Map(
+    [...byRun].map(([runId, list]) => [runId, list.sort((a, b) => a.seq - b.seq).map((x) => x.event)]),
   );
-  // Newest first: by start time, runs without run.started last.
-  runs.sort(
-    (a, b) => (b.startedAt ?? 0) - (a.startedAt ?? 0) || String(a.runId).localeCompare(String(b.runId)),
-  );
+  return { byRun: sorted, undecodable };
+}
+
+/** Newest first: by start time, runs without run.started last. */
+export function newestFirst(a: RunSummary, b: RunSummary): number {
+  return (b.startedAt ?? 0) - (a.startedAt ?? 0) || String(a.runId).localeCompare(String(b.runId));
+}
+
+export async function listRuns(store: Pick<EventStore, 'js'>): Promise<RunListing> {
+  const { byRun, undecodable } = await readRunLevelEvents(store);
+  const runs = [...byRun.values()].map((events) => fold(runSummary, events));
+  runs.sort(newestFirst);
   return { runs, undecodable };
 }

@@ -113,6 +113,12 @@ export function requireString(ctx: CommandContext, name: string): string {
   return v;
 }
 
+/** Reads a string flag that may be absent (an empty value counts as absent). */
+export function optionalString(ctx: CommandContext, name: string): string | undefined {
+  const v = ctx.flags[name];
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
 /** Returns `n` when it lies within the flag's bounds; a UsageError naming the flag otherwise. */
 function inBounds(name: string, n: number, opts: { min?: number; max?: number }): number {
   if (opts.min !== undefined && n < opts.min)
@@ -122,29 +128,38 @@ function inBounds(name: string, n: number, opts: { min?: number; max?: number })
   return n;
 }
 
+type NumberFlagOptions = { min?: number; max?: number; fallback?: number };
+
 /** Reads an integer flag within bounds; undefined when absent and no fallback is given. */
-export function intFlag(
-  ctx: CommandContext,
-  name: string,
-  opts: { min?: number; max?: number; fallback?: number } = {},
-): number | undefined {
-  const v = ctx.flags[name];
-  if (v === undefined) return opts.fallback;
-  const n = typeof v === 'string' && /^-?\d+$/.test(v.trim()) ? Number(v) : Number.NaN;
-  if (!Number.isSafeInteger(n)) throw new UsageError(`--${name} must be an integer, got '${v}'`);
-  return inBounds(name, n, opts);
+export function intFlag(ctx: CommandContext, name: string, opts: NumberFlagOptions = {}): number | undefined {
+  return parsedFlag(ctx, name, opts, 'an integer', (v) =>
+    /^-?\d+$/.test(v.trim()) && Number.isSafeInteger(Number(v)) ? Number(v) : null,
+  );
 }
 
 /** Reads a float flag within bounds. */
 export function numberFlag(
   ctx: CommandContext,
   name: string,
-  opts: { min?: number; max?: number; fallback?: number } = {},
+  opts: NumberFlagOptions = {},
+): number | undefined {
+  return parsedFlag(ctx, name, opts, 'a number', (v) =>
+    v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : null,
+  );
+}
+
+/** A numeric flag: `parse` gives null for text that is not `what`; then the bounds are checked. */
+function parsedFlag(
+  ctx: CommandContext,
+  name: string,
+  opts: NumberFlagOptions,
+  what: string,
+  parse: (v: string) => number | null,
 ): number | undefined {
   const v = ctx.flags[name];
   if (v === undefined) return opts.fallback;
-  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : Number.NaN;
-  if (!Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got '${v}'`);
+  const n = typeof v === 'string' ? parse(v) : null;
+  if (n === null) throw new UsageError(`--${name} must be ${what}, got '${v}'`);
   return inBounds(name, n, opts);
 }
 

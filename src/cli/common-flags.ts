@@ -2,7 +2,9 @@
  * Flags and flag checks that several commands share, defined once so that their --help text and
  * their usage errors read the same in every command.
  */
-import { type CommandContext, requireString, UsageError } from './command.js';
+
+import { RUN_ID_PATTERN } from '../events/catalog.js';
+import { type CommandContext, choiceFlag, optionalString, requireString, UsageError } from './command.js';
 
 /** `--home DIR`: where akbe keeps its data (the world, the base policy, a recorded nats-server). */
 export const HOME_FLAG = {
@@ -26,7 +28,6 @@ export const CONNECTION_FLAGS = {
  * raised before any connection is made (exit 2).
  */
 export async function checkRunId(flag: string, runId: string): Promise<string> {
-  const { RUN_ID_PATTERN } = await import('../events/catalog.js');
   if (!RUN_ID_PATTERN.test(runId))
     throw new UsageError(`--${flag} must be 1-64 characters from [A-Za-z0-9_-], got '${runId}'`);
   return runId;
@@ -35,4 +36,69 @@ export async function checkRunId(flag: string, runId: string): Promise<string> {
 /** Reads the required `--run ID` flag and validates it (a usage error, exit 2, when bad). */
 export async function runFlag(ctx: CommandContext): Promise<string> {
   return checkRunId('run', requireString(ctx, 'run'));
+}
+
+/** `--engine URL` and its companions: the policy role answers svc.generate from that engine. */
+export const ENGINE_FLAGS = {
+  engine: {
+    type: 'string',
+    value: 'URL',
+    description:
+      'policy role: answer svc.generate from an OpenAI-compatible engine (vLLM, SGLang, akbe policy serve), e.g. http://127.0.0.1:8000/v1',
+  },
+  'engine-sync': {
+    type: 'string',
+    value: 'S',
+    description:
+      'disk (POST /update_weights_from_disk with each published checkpoint) | none (a frozen engine)',
+    default: 'disk',
+  },
+  'engine-key': {
+    type: 'string',
+    value: 'KEY',
+    description: 'the engine API key (default: $AKBE_ENGINE_KEY)',
+  },
+  'engine-model': {
+    type: 'string',
+    value: 'NAME',
+    description: 'the model id to request (default: the first listed)',
+  },
+} as const;
+
+/** The ENGINE_FLAGS given, or undefined when no engine is named (a companion alone is an error). */
+export function engineOptions(ctx: CommandContext) {
+  const url = optionalString(ctx, 'engine');
+  const sync = choiceFlag(ctx, 'engine-sync', ['disk', 'none'] as const, 'disk');
+  if (!url) {
+    const lone = (['engine-key', 'engine-model'] as const).find((f) => ctx.flags[f] !== undefined);
+    if (lone || sync !== 'disk') throw new UsageError(`--${lone ?? 'engine-sync'} needs --engine URL`);
+    return undefined;
+  }
+  if (!/^https?:\/\//.test(url)) throw new UsageError(`--engine must be an http(s) URL, got '${url}'`);
+  return {
+    url,
+    sync,
+    apiKey: optionalString(ctx, 'engine-key') ?? process.env.AKBE_ENGINE_KEY,
+    model: optionalString(ctx, 'engine-model'),
+  };
+}
+
+/** `--weights-dtype`: how the decode and scoring graphs take the weights (src/gpu/model-inputs.ts). */
+export const WEIGHTS_DTYPE_FLAG = {
+  'weights-dtype': {
+    type: 'string',
+    value: 'T',
+    description:
+      "float32 | float16 | bfloat16 | keep (the checkpoint's torch_dtype): weights fed to inference in 16 bits are widened to float32 in the graph (half the weight memory; compute stays float32)",
+    default: 'float32',
+  },
+} as const;
+
+/** The `--weights-dtype` of a command on checkpoint `dir` (`keep` read from its config.json). */
+export async function weightsDtypeFlag(ctx: CommandContext, dir: string) {
+  const { WEIGHTS_DTYPES } = await import('../gpu/model-inputs.js');
+  const choice = choiceFlag(ctx, 'weights-dtype', [...WEIGHTS_DTYPES, 'keep'] as const, 'float32')!;
+  if (choice !== 'keep') return choice;
+  const { storedWeightsDtype } = await import('../gpu/checkpoint.js');
+  return storedWeightsDtype(dir);
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
-import { pathToFileURL } from 'node:url';
+import { isEntryPoint } from '../util/entry.js';
 import { type CommandSpec, commandName, helpFor, parseFlags, UsageError } from './command.js';
 import { COMMANDS } from './registry.js';
 
 /** Finds the command whose path is the longest prefix of argv. */
-function resolve(argv: string[]): { spec?: CommandSpec; rest: string[]; prefix: string[] } {
+export function resolveCommand(argv: string[]): { spec?: CommandSpec; rest: string[]; prefix: string[] } {
   let best: CommandSpec | undefined;
   for (const spec of COMMANDS) {
     if (spec.path.every((p, i) => argv[i] === p) && (!best || spec.path.length > best.path.length))
@@ -41,7 +41,7 @@ export async function main(
   out: NodeJS.WritableStream = process.stdout,
   err: NodeJS.WritableStream = process.stderr,
 ): Promise<number> {
-  const { spec, rest, prefix } = resolve(argv);
+  const { spec, rest, prefix } = resolveCommand(argv);
   if (!spec) {
     const word = argv[prefix.length];
     if (word === undefined || word === '--help' || word === '-h' || word === 'help') {
@@ -74,8 +74,19 @@ export async function main(
   }
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+if (isEntryPoint(import.meta.url)) {
   main(process.argv.slice(2)).then((code) => {
     process.exitCode = code;
+    // A command that failed mid-way (e.g. NATS lost under a run) can leave handles behind it: a
+    // worker thread, a reconnect loop. Its one-line error is written; it must not hang after it.
+    // The timer is unref'd, so a process with nothing left open still exits at once.
+    if (code !== 0)
+      setTimeout(() => {
+        if (process.env.AKBE_DEBUG)
+          process.stderr.write(
+            `akbe: exiting with open resources: ${process.getActiveResourcesInfo().join(', ')}\n`,
+          );
+        process.exit(code);
+      }, 2_000).unref();
   });
 }

@@ -36,6 +36,7 @@ export interface EventDataMap {
   'boundary.labeled': P.BoundaryLabeledData;
   'learner.step': P.LearnerStepData;
   'policy.published': P.PolicyPublishedData;
+  'eval.completed': P.EvalCompletedData;
   'run.finished': P.RunFinishedData;
 }
 export type EventType = keyof EventDataMap;
@@ -44,15 +45,16 @@ export type EventType = keyof EventDataMap;
 export const CURRENT_VERSION: Readonly<Record<EventType, number>> = {
   'run.started': 1,
   'step.started': 1,
-  'question.assigned': 1,
+  'question.assigned': 2,
   'rollout.started': 1,
   'rollout.turn': 1,
-  'tool.called': 1,
-  'rollout.completed': 1,
+  'tool.called': 2,
+  'rollout.completed': 2,
   'group.completed': 1,
   'boundary.labeled': 1,
   'learner.step': 1,
   'policy.published': 1,
+  'eval.completed': 1,
   'run.finished': 1,
 };
 
@@ -70,6 +72,7 @@ const DATA_SCHEMA: { [K in EventType]: Schema<EventDataMap[K]> } = {
   'boundary.labeled': P.boundaryLabeled,
   'learner.step': P.learnerStep,
   'policy.published': P.policyPublished,
+  'eval.completed': P.evalCompleted,
   'run.finished': P.runFinished,
 };
 
@@ -87,6 +90,7 @@ const SCOPE: Record<EventType, 'run' | 'question' | 'rollout'> = {
   'boundary.labeled': 'question',
   'learner.step': 'run',
   'policy.published': 'run',
+  'eval.completed': 'run',
   'run.finished': 'run',
 };
 
@@ -200,6 +204,10 @@ export function defaultDedupeId<K extends EventType>(
     case 'run':
       if (type === 'run.started' || type === 'run.finished') return `${runId}:${type}`;
       if (type === 'policy.published') return `${runId}:${type}:${(data as P.PolicyPublishedData).version}`;
+      if (type === 'eval.completed') {
+        const d = data as P.EvalCompletedData;
+        return `${runId}:${type}:${d.when}:v${d.version}:${d.split}`;
+      }
       return `${runId}:${step}:${type}`;
     case 'question':
       return `${runId}:${step}:${m.questionId}:${type}`;

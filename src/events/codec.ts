@@ -12,7 +12,7 @@
  */
 import { Packr, Unpackr } from 'msgpackr';
 import { type AkbeEvent, validateEvent } from './catalog.js';
-import { UndecodableEventError } from './errors.js';
+import { InvalidEventError, UndecodableEventError } from './errors.js';
 import { type RawEvent, UPCASTERS, type UpcasterRegistry } from './upcast.js';
 
 export const CODEC_OPTIONS = { useRecords: true, moreTypes: true } as const;
@@ -50,6 +50,23 @@ export function decodeRaw(bytes: Uint8Array): RawEvent {
 /** Decodes, upcasts to the current version and validates. */
 export function decodeEvent(bytes: Uint8Array, upcasters: UpcasterRegistry = UPCASTERS): AkbeEvent {
   return validateEvent(upcasters.upcast(decodeRaw(bytes)));
+}
+
+/**
+ * Decodes an event read from `subject`: it must be stored where it says it belongs
+ * (`akbe.<meta.runId>.evt.<type>`), or it was written by something that is not an akbe sink
+ * (a forged or misrouted message) and is refused like a malformed one.
+ */
+export function decodeStoredEvent(
+  subject: string,
+  bytes: Uint8Array,
+  upcasters: UpcasterRegistry = UPCASTERS,
+): AkbeEvent {
+  const event = decodeEvent(bytes, upcasters);
+  const expected = `akbe.${event.meta.runId}.evt.${event.type}`;
+  if (subject !== expected)
+    throw new InvalidEventError(event.type, 'subject', `must be ${expected} (stored on ${subject})`);
+  return event;
 }
 
 /**

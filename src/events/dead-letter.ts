@@ -13,8 +13,10 @@
  */
 
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import { jetstream } from '@nats-io/jetstream';
 import { headers, type NatsConnection, nuid } from '@nats-io/transport-node';
 import { DeadLetterWriteError } from './errors.js';
+import { retryElection } from './retry.js';
 import {
   DEAD_LETTER_STREAM,
   type DeadLetterReason,
@@ -91,11 +93,13 @@ export async function writeDeadLetter(
     h.set(DLQ_HEADERS.originalSeq, String(input.origin.seq));
   }
   try {
-    await js.publish(subject, input.bytes, {
-      headers: h,
-      msgID: `dlq:${key}:${input.reason}`,
-      expect: { streamName: DEAD_LETTER_STREAM },
-    });
+    await retryElection(js, `dead letter ${subject}`, () =>
+      js.publish(subject, input.bytes, {
+        headers: h,
+        msgID: `dlq:${key}:${input.reason}`,
+        expect: { streamName: DEAD_LETTER_STREAM },
+      }),
+    );
   } catch (err) {
     throw new DeadLetterWriteError(input.subject, { cause: err });
   }
@@ -148,6 +152,5 @@ export async function deadLetterRequest(
   detail: string,
   detectedBy: string,
 ) {
-  const { jetstream } = await import('@nats-io/jetstream');
   return writeDeadLetter(jetstream(nc), { subject, bytes, reason, detail, detectedBy });
 }

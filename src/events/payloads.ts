@@ -7,6 +7,23 @@
  * Changing a payload shape means a new `v` for that type in CURRENT_VERSION plus an upcaster from
  * the old version (src/events/upcast.ts): stored events are decoded forever.
  */
+
+import type { OfflineTarget } from '../rl/offline.js';
+// The algorithm's concepts are defined once, in src/rl/types.ts; the catalog re-exports them so
+// readers of events need one import.
+import {
+  BOUNDARY_CATEGORIES,
+  type BoundaryCategory,
+  type CategoryCounts,
+  categoryOf,
+  ROLLOUT_PATHS,
+  type RolloutPath,
+  STOP_REASONS,
+  type StopReason,
+  TURN_ACTIONS,
+  type TurnActionKind,
+} from '../rl/types.js';
+import { offlineTarget } from './offline-payload.js';
 import {
   array,
   bool,
@@ -27,17 +44,14 @@ import {
   uint32,
 } from './schema.js';
 
-export const ROLLOUT_PATHS = ['with-tool', 'no-tool'] as const;
-export type RolloutPath = (typeof ROLLOUT_PATHS)[number];
-
-export const TURN_ACTIONS = ['think', 'search', 'answer', 'invalid'] as const;
-export type TurnAction = (typeof TURN_ACTIONS)[number];
-
-export const BOUNDARY_CATEGORIES = ['tool-dependent', 'efficiency', 'hallucination', 'both-wrong'] as const;
-export type BoundaryCategory = (typeof BOUNDARY_CATEGORIES)[number];
-
-export const FINISH_REASONS = ['answer', 'max-turns', 'max-tokens', 'format-error'] as const;
-export type FinishReason = (typeof FINISH_REASONS)[number];
+export type {
+  BoundaryCategory,
+  CategoryCounts,
+  RolloutPath,
+  StopReason,
+  TurnActionKind,
+} from '../rl/types.js';
+export { BOUNDARY_CATEGORIES, categoryOf, ROLLOUT_PATHS, STOP_REASONS, TURN_ACTIONS } from '../rl/types.js';
 
 export const RUN_STATUSES = ['completed', 'failed', 'aborted'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
@@ -93,12 +107,25 @@ export interface QuestionAssignedData {
   split: string;
   /** Trajectories per path (G_wt, G_nt). */
   groupSize: { withTool: number; noTool: number };
+  /**
+   * v2: the world's oracle, whether every fact the question needs was in the base policy's
+   * pretraining mix. Absent when the questions come without one (and on every v1 event).
+   */
+  known?: boolean;
+  /**
+   * offline-akbe only (an optional field: older logs replay unchanged): the question's label and
+   * target, built once from the frozen checkpoint's rollouts (src/rl/offline.ts); the same record
+   * on every step that draws the question.
+   */
+  offline?: OfflineTarget;
 }
 export const questionAssigned: Schema<QuestionAssignedData> = object<QuestionAssignedData>({
   text: text(),
   goldAnswers: array(text(), { min: 1 }),
   split: text(),
   groupSize: object({ withTool: count(), noTool: count() }),
+  known: optional(bool()),
+  offline: optional(offlineTarget),
 });
 
 export interface RolloutStartedData {
@@ -118,7 +145,7 @@ export interface RolloutTurnData {
   turn: number;
   /** Token ids the policy generated in this turn. */
   tokenIds: Int32Array;
-  action: TurnAction;
+  action: TurnActionKind;
 }
 export const rolloutTurn: Schema<RolloutTurnData> = object<RolloutTurnData>({
   turn: count(),
@@ -127,32 +154,28 @@ export const rolloutTurn: Schema<RolloutTurnData> = object<RolloutTurnData>({
 });
 
 export interface ToolCalledData {
+  /** The tool's registered name (src/tools/registry.ts), e.g. 'search'. */
+  tool: string;
   turn: number;
+  /** The argument text the policy wrote between the tool's tags. */
   query: string;
-  /** Retrieved passage ids, best first, with their scores (same length). */
-  passageIds: string[];
-  scores: number[];
+  /** What the tool records of its reply (the search tool: `passageIds` best first, `scores`). */
+  record: { [key: string]: Json };
   /** Token ids of the observation inserted into the trajectory (masked out of every loss). */
   observationTokenIds: Int32Array;
   latencyMs: number;
   /** Why the call failed (the observation then says so), null when it succeeded. */
   error: string | null;
 }
-export const toolCalled: Schema<ToolCalledData> = object<ToolCalledData>(
-  {
-    turn: count(),
-    query: string(),
-    passageIds: array(text()),
-    scores: array(number()),
-    observationTokenIds: int32Array(),
-    latencyMs: number({ min: 0 }),
-    error: nullable(string()),
-  },
-  (d) =>
-    d.scores.length === d.passageIds.length
-      ? null
-      : ['scores', `must have one score per passage id (${d.passageIds.length}, got ${d.scores.length})`],
-);
+export const toolCalled: Schema<ToolCalledData> = object<ToolCalledData>({
+  tool: text(),
+  turn: count(),
+  query: string(),
+  record: record(json()),
+  observationTokenIds: int32Array(),
+  latencyMs: number({ min: 0 }),
+  error: nullable(string()),
+});
 
 export interface RolloutCompletedData {
   path: RolloutPath;
@@ -171,7 +194,8 @@ export interface RolloutCompletedData {
   reward: number;
   toolCalls: number;
   seed: number;
-  finishReason: FinishReason;
+  /** Why the rollout ended (v1 recorded a coarser `finishReason`; the upcaster maps it). */
+  stopReason: StopReason;
   /** The response text by segment (the policy's turns and the inserted observations), for audit and replay. */
   segments?: ResponseSegment[];
 }
@@ -192,7 +216,7 @@ export const rolloutCompleted: Schema<RolloutCompletedData> = object<RolloutComp
     reward: number(),
     toolCalls: count(),
     seed: uint32(),
-    finishReason: oneOf(FINISH_REASONS),
+    stopReason: oneOf(STOP_REASONS),
     segments: optional(
       array(object<ResponseSegment>({ kind: oneOf(['generated', 'observation'] as const), text: string() })),
     ),
@@ -240,10 +264,6 @@ export interface BoundaryLabeledData {
   /** The category at this question's previous labeling, null the first time. */
   previousCategory: BoundaryCategory | null;
 }
-export function categoryOf(wt: boolean, nt: boolean): BoundaryCategory {
-  if (wt) return nt ? 'efficiency' : 'tool-dependent';
-  return nt ? 'hallucination' : 'both-wrong';
-}
 export const boundaryLabeled: Schema<BoundaryLabeledData> = object<BoundaryLabeledData>(
   {
     wt: bool(),
@@ -263,8 +283,6 @@ export const boundaryLabeled: Schema<BoundaryLabeledData> = object<BoundaryLabel
     return null;
   },
 );
-
-export type CategoryCounts = Record<BoundaryCategory, number>;
 
 export interface LearnerMetrics {
   loss: number;
@@ -292,9 +310,28 @@ export interface LearnerMetrics {
   /** Optimizer updates in this step (mini-batches × epochs). */
   updates: number;
 }
+/** A group an asynchronous run's learner did not train (src/machines/learner.ts). */
+export interface DroppedGroupData {
+  questionId: string;
+  step: number;
+  /** The version that rolled it out. */
+  policyVersion: number;
+  /** The version its step trains from. */
+  trainVersion: number;
+  /** 'too-stale': trainVersion - policyVersion > maxStaleness. */
+  reason: 'too-stale' | 'step-trained';
+}
 export interface LearnerStepData {
+  /** The version the update started from (pi_prox; = the rollouts' version when synchronous). */
   policyVersionBefore: number;
   policyVersionAfter: number;
+  /**
+   * Asynchronous runs (maxStaleness >= 1) only: the version that rolled out the step's rows (the
+   * envelope's policyVersion too); policyVersionBefore - rolloutVersion is their staleness.
+   */
+  rolloutVersion?: number;
+  /** Asynchronous runs only: the step's groups the learner dropped, with the reason. */
+  dropped?: DroppedGroupData[];
   metrics: LearnerMetrics;
   /** Further named scalars (e.g. 'actor/pg_clipfrac_lower'), for experiments. */
   extra: Record<string, number>;
@@ -310,6 +347,8 @@ export interface TrainedRow {
   /** In L_GRPO / in L_AKBE (the question's target). */
   grpo: boolean;
   akbe: boolean;
+  /** The row's weight in L_AKBE (src/rl/batch.ts akbeRowWeights); absent in logs before session 3. */
+  akbeWeight?: number;
   /** Index of the mini-batch holding the row. */
   miniBatch: number;
 }
@@ -319,6 +358,17 @@ export interface TrainedBatch {
   /** Seed of the question shuffle before the mini-batch split. */
   miniBatchSeed: number;
   rows: TrainedRow[];
+  /** dpo-akbe: the preference pairs (row indices), their L_DPO weights and reference logprobs. */
+  dpoPairs?: TrainedDpoPair[];
+}
+export interface TrainedDpoPair {
+  chosen: number;
+  rejected: number;
+  /** The pair's weight in its mini-batch's L_DPO (1 / pairs there). */
+  weight: number;
+  /** Sequence logprobs of the chosen and rejected rows under the frozen reference v0. */
+  refChosen?: number;
+  refRejected?: number;
 }
 const trainedBatch = object<TrainedBatch>({
   T: count(),
@@ -331,8 +381,20 @@ const trainedBatch = object<TrainedBatch>({
       advantage: number(),
       grpo: bool(),
       akbe: bool(),
+      akbeWeight: optional(number({ min: 0 })),
       miniBatch: count(),
     }),
+  ),
+  dpoPairs: optional(
+    array(
+      object<TrainedDpoPair>({
+        chosen: count(),
+        rejected: count(),
+        weight: number({ min: 0, max: 1 }),
+        refChosen: optional(number({ max: 0 })),
+        refRejected: optional(number({ max: 0 })),
+      }),
+    ),
   ),
 });
 export const learnerStep: Schema<LearnerStepData> = object<LearnerStepData>(
@@ -366,12 +428,58 @@ export const learnerStep: Schema<LearnerStepData> = object<LearnerStepData>(
     }),
     extra: record(number()),
     batch: optional(trainedBatch),
+    rolloutVersion: optional(count()),
+    dropped: optional(
+      array(
+        object<DroppedGroupData>({
+          questionId: text(),
+          step: count(),
+          policyVersion: count(),
+          trainVersion: count(),
+          reason: oneOf(['too-stale', 'step-trained'] as const),
+        }),
+      ),
+    ),
   },
-  (d) =>
-    d.policyVersionAfter >= d.policyVersionBefore
-      ? null
-      : ['policyVersionAfter', `must be >= policyVersionBefore (${d.policyVersionBefore})`],
+  (d) => {
+    if (d.policyVersionAfter < d.policyVersionBefore)
+      return ['policyVersionAfter', `must be >= policyVersionBefore (${d.policyVersionBefore})`];
+    if (d.rolloutVersion !== undefined && d.rolloutVersion > d.policyVersionBefore)
+      return ['rolloutVersion', `must be <= policyVersionBefore (${d.policyVersionBefore})`];
+    return null;
+  },
 );
+
+/** When a run's policy was evaluated: before its first step (or resumed step), or after its last. */
+export const EVAL_WHEN = ['before', 'after'] as const;
+export interface EvalCompletedData {
+  when: (typeof EVAL_WHEN)[number];
+  /** The policy version evaluated. */
+  version: number;
+  split: 'train' | 'dev' | 'test';
+  questions: number;
+  /** With-tool path: EM, tool calls per question (src/rl/metrics countedToolCalls), EM / tool calls. */
+  em: number;
+  tc: number;
+  tp: number | null;
+  noToolEm: number;
+  /** The world's oracle: with-tool search rate on known questions, no-search rate on unknown (null: none). */
+  knownSearchRate: number | null;
+  unknownNoSearchRate: number | null;
+}
+const rate01 = () => nullable(number({ min: 0, max: 1 }));
+export const evalCompleted: Schema<EvalCompletedData> = object<EvalCompletedData>({
+  when: oneOf(EVAL_WHEN),
+  version: count(),
+  split: oneOf(['train', 'dev', 'test'] as const),
+  questions: count(),
+  em: number({ min: 0, max: 1 }),
+  tc: number({ min: 0 }),
+  tp: nullable(number({ min: 0 })),
+  noToolEm: number({ min: 0, max: 1 }),
+  knownSearchRate: rate01(),
+  unknownNoSearchRate: rate01(),
+});
 
 export interface PolicyPublishedData {
   version: number;

@@ -3,7 +3,7 @@
  * (subjects `akbe.*.evt.>`, file storage, duplicate window), plus its dead-letter stream.
  *
  *   await using store = await EventStore.open(nc);
- *   await store.append(event);                     // awaited, Nats-Msg-Id = meta.dedupeId
+ *   await store.append(event);                     // awaited, Nats-Msg-Id from meta.dedupeId (keyed: useDedupeKey)
  *   await store.appendMany(events, { window: 256 }); // pipelined, every ack awaited
  *   for await (const { seq, event } of store.replay(runId)) ...
  *   const sub = await store.subscribe('run-summary', runId, async ({ event }) => ...);
@@ -13,6 +13,7 @@
  * decode or validate goes to the dead-letter stream with its bytes and the reason, is reported to
  * `onDeadLetter`, and the reader carries on.
  */
+import { createHmac } from 'node:crypto';
 import {
   AckPolicy,
   DeliverPolicy,
@@ -27,8 +28,9 @@ import {
   StorageType,
 } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { type AkbeEvent, validateEvent } from './catalog.js';
-import { decodeEvent, encodeEvent } from './codec.js';
+import { type AkbeEvent, type EventOf, type EventType, validateEvent } from './catalog.js';
+import { decodeStoredEvent, encodeEvent } from './codec.js';
+import { consumeOptions, debugConsumer } from './consume.js';
 import {
   type DeadLetter,
   type DeadLetterReport,
@@ -43,6 +45,7 @@ import {
   UnsupportedEventVersionError,
 } from './errors.js';
 import { type PipelinedFailure, publishPipelined } from './pipelined-publish.js';
+import { ELECTION_RETRY_MS, isTransientNatsError, retryElection } from './retry.js';
 import { readStream, type StreamReadOptions } from './stream-reader.js';
 import {
   DEAD_LETTER_STREAM,
@@ -120,7 +123,7 @@ async function ensureStream(
   opts: { replicas: number; duplicateWindowMs: number; perSubject?: number },
 ) {
   try {
-    const info = await jsm.streams.info(name);
+    const info = await retryElection(jsm, `stream info ${name}`, () => jsm.streams.info(name));
     if (!info.config.subjects?.includes(subjects)) {
       throw new EventStoreError(
         `stream ${name} exists with subjects ${JSON.stringify(info.config.subjects)}, expected ${subjects}: delete or fix it`,
@@ -138,16 +141,18 @@ async function ensureStream(
     }
   }
   try {
-    await jsm.streams.add({
-      name,
-      subjects: [subjects],
-      storage: StorageType.File,
-      retention: RetentionPolicy.Limits,
-      discard: DiscardPolicy.Old,
-      num_replicas: opts.replicas,
-      duplicate_window: nanos(opts.duplicateWindowMs),
-      ...(opts.perSubject ? { max_msgs_per_subject: opts.perSubject } : {}),
-    });
+    await retryElection(jsm, `create stream ${name}`, () =>
+      jsm.streams.add({
+        name,
+        subjects: [subjects],
+        storage: StorageType.File,
+        retention: RetentionPolicy.Limits,
+        discard: DiscardPolicy.Old,
+        num_replicas: opts.replicas,
+        duplicate_window: nanos(opts.duplicateWindowMs),
+        ...(opts.perSubject ? { max_msgs_per_subject: opts.perSubject } : {}),
+      }),
+    );
   } catch (err) {
     // Another process may have created it between info and add.
     if (err instanceof JetStreamApiError && err.code === 10058) return;
@@ -178,6 +183,9 @@ function defaultDeadLetterReporter(r: DeadLetterReport): void {
 export class EventStore implements AsyncDisposable {
   private readonly subscriptions = new Set<EventSubscription>();
 
+  /** Per-run dedupe keys (useDedupeKey): the Nats-Msg-Id of each append is keyed by its run's. */
+  private readonly dedupeKeys = new Map<string, Uint8Array>();
+
   private constructor(
     readonly nc: NatsConnection,
     readonly js: JetStreamClient,
@@ -189,7 +197,8 @@ export class EventStore implements AsyncDisposable {
   static async open(nc: NatsConnection, opts: EventStoreOptions = {}): Promise<EventStore> {
     let jsm: JetStreamManager;
     try {
-      jsm = await jetstreamManager(nc);
+      // A cluster that is electing its meta leader answers account info with timeouts for a while.
+      jsm = await retryElection(nc, 'JetStream account info', () => jetstreamManager(nc));
     } catch (err) {
       throw new EventStoreError(
         `JetStream is not available on this server (start nats-server with -js): ${(err as Error).message}`,
@@ -207,6 +216,25 @@ export class EventStore implements AsyncDisposable {
     return new EventStore(nc, jetstream(nc), jsm, opts);
   }
 
+  /**
+   * Keys the run's Nats-Msg-Ids with a per-run secret: `<dedupeId>~<HMAC-SHA256(key, dedupeId)>`.
+   * Dedupe ids are derived from an event's identity (`<run>:3:learner.step`), so anyone able to
+   * publish on the stream could otherwise store a message with the id of an event the run has not
+   * written yet, and JetStream would silently drop the real one as a duplicate. Replays still see
+   * the plain `meta.dedupeId`; only the broker-side id needs the key.
+   */
+  useDedupeKey(runId: string, key: Uint8Array): void {
+    this.dedupeKeys.set(runId, key);
+  }
+
+  /** The Nats-Msg-Id an event is appended with. */
+  msgIdOf(event: AkbeEvent): string {
+    const key = this.dedupeKeys.get(event.meta.runId);
+    if (!key) return event.meta.dedupeId;
+    const mac = createHmac('sha256', key).update(event.meta.dedupeId).digest('base64url');
+    return `${event.meta.dedupeId}~${mac}`;
+  }
+
   /** Appends one event and waits for JetStream's ack. Validates first (InvalidEventError). */
   async append(event: AkbeEvent, opts: { expectLastSubjectSeq?: number } = {}): Promise<AppendResult> {
     validateEvent(event);
@@ -215,9 +243,25 @@ export class EventStore implements AsyncDisposable {
 
   private async publish(event: AkbeEvent, expectLastSubjectSeq?: number): Promise<AppendResult> {
     const subject = eventSubject(event.meta.runId, event.type);
+    // As appendMany: through a cluster's leader election, not past an API error.
+    return retryElection(
+      this.nc,
+      `append ${event.meta.dedupeId}`,
+      () => this.publishOnce(event, subject, expectLastSubjectSeq),
+      {
+        retryable: (err) => !(err instanceof ConcurrencyError) && isTransientNatsError(err),
+      },
+    );
+  }
+
+  private async publishOnce(
+    event: AkbeEvent,
+    subject: string,
+    expectLastSubjectSeq?: number,
+  ): Promise<AppendResult> {
     try {
       const ack = await this.js.publish(subject, encodeEvent(event), {
-        msgID: event.meta.dedupeId,
+        msgID: this.msgIdOf(event),
         expect: {
           streamName: EVENTS_STREAM,
           ...(expectLastSubjectSeq !== undefined ? { lastSubjectSequence: expectLastSubjectSeq } : {}),
@@ -241,12 +285,34 @@ export class EventStore implements AsyncDisposable {
   ): Promise<AppendResult[]> {
     for (const e of events) validateEvent(e);
     const subjectOf = (i: number) => eventSubject(events[i].meta.runId, events[i].type);
-    const outcomes = await publishPipelined(
-      this.nc,
-      events.length,
-      (i) => ({ subject: subjectOf(i), data: encodeEvent(events[i]), msgId: events[i].meta.dedupeId }),
-      { ...opts, expectStream: EVENTS_STREAM },
-    );
+    const publish = (indexes: readonly number[]) =>
+      publishPipelined(
+        this.nc,
+        indexes.length,
+        (k) => {
+          const e = events[indexes[k]];
+          return { subject: subjectOf(indexes[k]), data: encodeEvent(e), msgId: this.msgIdOf(e) };
+        },
+        { ...opts, expectStream: EVENTS_STREAM },
+      ).then((rs) => rs.map((r) => ('kind' in r ? { ...r, index: indexes[r.index] } : r)));
+    const outcomes = await publish(events.map((_, i) => i));
+    // On a cluster, a node's loss leaves a stream without a leader for a few seconds (no
+    // responders, or acks that time out): send what failed again until a new leader answers.
+    // Nats-Msg-Id makes a second copy of an event that was stored after all a duplicate.
+    if (this.nc.info?.cluster) {
+      const deadline = Date.now() + ELECTION_RETRY_MS;
+      let wait = 250;
+      for (;;) {
+        const again = outcomes.flatMap((o, i) =>
+          'kind' in o && o.kind !== 'api' && !this.nc.isClosed() ? [i] : [],
+        );
+        if (again.length === 0 || Date.now() > deadline) break;
+        await new Promise((r) => setTimeout(r, wait));
+        wait = Math.min(wait * 2, 2_000);
+        const retried = await publish(again);
+        for (const [k, i] of again.entries()) outcomes[i] = retried[k];
+      }
+    }
     const failures = outcomes.filter((o): o is PipelinedFailure => 'kind' in o);
     if (failures.length === 0) return outcomes as AppendResult[];
     // The first real failure is the cause; 'closed' entries are the ones never sent after it.
@@ -277,6 +343,18 @@ export class EventStore implements AsyncDisposable {
     }
   }
 
+  /** The events of one type of a run, oldest first (reads only that type's subject). */
+  async *replayType<K extends EventType>(
+    runId: string,
+    type: K,
+    opts: StreamReadOptions = {},
+  ): AsyncGenerator<Omit<StoredEvent, 'event'> & { event: EventOf<K> }> {
+    for await (const m of readStream(this.js, EVENTS_STREAM, eventSubject(runId, type), opts)) {
+      const event = await this.decodeOrDeadLetter(m, 'replay');
+      if (event?.type === type) yield { seq: m.seq, subject: m.subject, event: event as EventOf<K> };
+    }
+  }
+
   /** The dead letters (of one run, or all), oldest first. */
   async *deadLetters(runId?: string, opts: StreamReadOptions = {}): AsyncGenerator<DeadLetter> {
     for await (const m of readStream(this.js, DEAD_LETTER_STREAM, deadLetterFilter(runId), opts))
@@ -286,10 +364,9 @@ export class EventStore implements AsyncDisposable {
   /** The sequence of the newest stored event of a run, or of any run (0 when none). */
   async lastSeq(runId?: string): Promise<number> {
     const filter = runId ? runEventsFilter(runId) : EVENTS_SUBJECTS;
-    const consumer = await this.js.consumers.get(EVENTS_STREAM, {
-      filter_subjects: filter,
-      deliver_policy: DeliverPolicy.Last,
-    });
+    const consumer = await retryElection(this.nc, `last event of ${filter}`, () =>
+      this.js.consumers.get(EVENTS_STREAM, { filter_subjects: filter, deliver_policy: DeliverPolicy.Last }),
+    );
     try {
       if ((await consumer.info(true)).num_pending === 0) return 0;
       return (await consumer.next({ expires: 5_000 }))?.seq ?? 0;
@@ -301,7 +378,7 @@ export class EventStore implements AsyncDisposable {
   /** Decodes a stream message; on failure stores its dead letter and returns null. */
   private async decodeOrDeadLetter(m: JsMsg, detectedBy: string): Promise<AkbeEvent | null> {
     try {
-      const event = decodeEvent(m.data, this.opts.upcasters ?? UPCASTERS);
+      const event = decodeStoredEvent(m.subject, m.data, this.opts.upcasters ?? UPCASTERS);
       event.meta.seq = m.seq;
       return event;
     } catch (err) {
@@ -341,14 +418,16 @@ export class EventStore implements AsyncDisposable {
   ): Promise<EventSubscription> {
     const filter = runId ? runEventsFilter(runId) : EVENTS_SUBJECTS;
     try {
-      await this.jsm.consumers.add(EVENTS_STREAM, {
-        durable_name: durable,
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        filter_subject: filter,
-        ack_wait: nanos(30_000),
-        max_ack_pending: 1024,
-      });
+      await retryElection(this.nc, `create consumer ${durable}`, () =>
+        this.jsm.consumers.add(EVENTS_STREAM, {
+          durable_name: durable,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          filter_subject: filter,
+          ack_wait: nanos(30_000),
+          max_ack_pending: 1024,
+        }),
+      );
     } catch (err) {
       throw new EventStoreError(
         `cannot create durable consumer ${durable} on ${filter}: ${(err as Error).message} (a consumer of that name with another filter exists? delete it)`,
@@ -356,8 +435,11 @@ export class EventStore implements AsyncDisposable {
         { cause: err },
       );
     }
-    const consumer = await this.js.consumers.get(EVENTS_STREAM, durable);
-    const messages = await consumer.consume({ max_messages: 256 });
+    const consumer = await retryElection(this.nc, `consumer ${durable}`, () =>
+      this.js.consumers.get(EVENTS_STREAM, durable),
+    );
+    const messages = await consumer.consume(consumeOptions(256));
+    debugConsumer(`subscription ${durable}`, messages);
     const retries = opts.handlerRetries ?? 3;
     const onError =
       opts.onError ?? ((e: Error) => process.stderr.write(`akbe: consumer ${durable}: ${e.message}\n`));
@@ -375,15 +457,21 @@ export class EventStore implements AsyncDisposable {
         }
       }
     };
-    const done = loop();
+    let stopping = false;
+    // The iterator throws when the connection closes under it (NATS lost): reported, and `done`
+    // still settles quietly (nobody may be awaiting it: a rejection would crash the process).
+    const done = loop().catch((err) => {
+      if (!stopping) onError(err as Error);
+    });
     const sub: EventSubscription = {
       durable,
       get processed() {
         return processed;
       },
       stop: async () => {
+        stopping = true;
         await messages.close().catch(() => undefined);
-        await done.catch(() => undefined);
+        await done;
         this.subscriptions.delete(sub);
       },
       done,

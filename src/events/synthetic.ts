@@ -75,7 +75,7 @@ export function syntheticRollout(
       reward: correct ? 1 : 0,
       toolCalls,
       seed: deriveSeed(7, runId, opts.step, opts.questionId, opts.path, opts.index),
-      finishReason: 'answer',
+      stopReason: 'answer',
     },
     {
       runId,
@@ -180,10 +180,10 @@ export function syntheticRunEvents(opts: SyntheticRunOptions): AkbeEvent[] {
                 createEvent(
                   'tool.called',
                   {
+                    tool: 'search',
                     turn: 0,
                     query: `capital of ${questionId}`,
-                    passageIds: ['p1', 'p7', 'p9'],
-                    scores: [0.91, 0.55, 0.31],
+                    record: { passageIds: ['p1', 'p7', 'p9'], scores: [0.91, 0.55, 0.31] },
                     observationTokenIds: tokens(rng, 48),
                     latencyMs: 2.5,
                     error: null,
@@ -285,6 +285,24 @@ export function syntheticRunEvents(opts: SyntheticRunOptions): AkbeEvent[] {
       ),
     );
   }
+  events.push(
+    createEvent(
+      'eval.completed',
+      {
+        when: 'after',
+        version: steps,
+        split: 'dev',
+        questions: 32,
+        em: 0.5,
+        tc: 1.25,
+        tp: 0.4,
+        noToolEm: 0.25,
+        knownSearchRate: 0.5,
+        unknownNoSearchRate: null,
+      },
+      { runId, step: Math.max(0, steps - 1), policyVersion: steps, at: at() },
+    ),
+  );
   events.push(
     createEvent(
       'run.finished',

@@ -28,9 +28,9 @@ export function keyData(e: AkbeEvent): string {
     case 'rollout.turn':
       return `turn=${e.data.turn} ${e.data.action} tokens=${e.data.tokenIds.length}`;
     case 'tool.called':
-      return `turn=${e.data.turn} query=${JSON.stringify(clip(e.data.query, 32))} passages=${e.data.passageIds.join(',')} ${num(e.data.latencyMs)}ms${e.data.error ? ` error=${clip(e.data.error, 32)}` : ''}`;
+      return `${e.data.tool} turn=${e.data.turn} query=${JSON.stringify(clip(e.data.query, 32))} ${clip(JSON.stringify(e.data.record), 48)} ${num(e.data.latencyMs)}ms${e.data.error ? ` error=${clip(e.data.error, 32)}` : ''}`;
     case 'rollout.completed':
-      return `${e.data.path}#${e.data.index} reward=${num(e.data.reward)} format=${e.data.formatOk ? 'ok' : 'bad'} answer=${e.data.answer === null ? '-' : JSON.stringify(clip(e.data.answer, 24))} tokens=${e.data.responseTokenIds.length} tools=${e.data.toolCalls} finish=${e.data.finishReason}`;
+      return `${e.data.path}#${e.data.index} reward=${num(e.data.reward)} format=${e.data.formatOk ? 'ok' : 'bad'} answer=${e.data.answer === null ? '-' : JSON.stringify(clip(e.data.answer, 24))} tokens=${e.data.responseTokenIds.length} tools=${e.data.toolCalls} stop=${e.data.stopReason}`;
     case 'group.completed':
       return `wt=[${e.data.withTool.rewards.map(num).join(',')}] nt=[${e.data.noTool.rewards.map(num).join(',')}]`;
     case 'boundary.labeled':
@@ -41,6 +41,10 @@ export function keyData(e: AkbeEvent): string {
     }
     case 'policy.published':
       return `v${e.data.version} ${e.data.bucket}/${e.data.checkpoint} sha256=${e.data.sha256.slice(0, 12)}`;
+    case 'eval.completed': {
+      const d = e.data;
+      return `${d.when} v${d.version} ${d.split} em=${num(d.em)} tc=${num(d.tc)} tp=${d.tp === null ? '-' : num(d.tp)} no-tool-em=${num(d.noToolEm)} questions=${d.questions}`;
+    }
     case 'run.finished':
       return `${e.data.status}${e.data.reason ? ` (${clip(e.data.reason)})` : ''} steps=${e.data.stepsCompleted} ${num(e.data.elapsedSeconds)}s`;
     default: {

@@ -1,7 +1,7 @@
 /**
  * Upcasters turn a stored event of an older schema version into the current one, one version at a
- * time (v1 -> v2 -> v3), so replay decodes old msgpack forever. None exist yet: every type is at
- * v1. To change a payload: bump CURRENT_VERSION[type], then
+ * time (v1 -> v2 -> v3), so replay decodes old msgpack forever. To change a payload: bump
+ * CURRENT_VERSION[type], then
  *
  *   UPCASTERS.register('learner.step', 1, (data) => ({ ...data, extra: {} }));
  *
@@ -52,3 +52,36 @@ export class UpcasterRegistry {
 
 /** The registry the codec uses. */
 export const UPCASTERS = new UpcasterRegistry();
+
+/**
+ * rollout.completed v1 -> v2: v1 recorded a coarse `finishReason` (4 values); v2 records the rollout
+ * machine's own `stopReason` (5 values). v1's 'format-error' merged an EOS without an answer and a
+ * broken tag grammar; it maps to 'invalid-action' (both have reward 0 and no format credit, which is
+ * all the learner and the audit read from it).
+ */
+const STOP_OF_V1_FINISH: Record<string, string> = {
+  answer: 'answer',
+  'max-tokens': 'length',
+  'max-turns': 'tool-limit',
+  'format-error': 'invalid-action',
+};
+UPCASTERS.register('rollout.completed', 1, (data) => {
+  if (data === null || typeof data !== 'object') return data; // validation names the problem
+  const { finishReason, ...rest } = data as { finishReason?: unknown };
+  const stopReason = typeof finishReason === 'string' ? STOP_OF_V1_FINISH[finishReason] : undefined;
+  return { ...rest, stopReason: stopReason ?? finishReason };
+});
+
+/** tool.called v1 -> v2: v1 knew one tool (search) and recorded its passage ids and scores inline. */
+UPCASTERS.register('tool.called', 1, (data) => {
+  if (data === null || typeof data !== 'object') return data;
+  const { passageIds, scores, ...rest } = data as { passageIds?: unknown; scores?: unknown };
+  return { ...rest, tool: 'search', record: { passageIds, scores } };
+});
+
+/**
+ * question.assigned v1 -> v2: v2 may carry the world's oracle `known`. A v1 event never did, so it
+ * upcasts unchanged (the oracle stays absent and the audit notes it cannot recompute the oracle
+ * rates). The version moved so that an older reader refuses v2 by its version, not by a key.
+ */
+UPCASTERS.register('question.assigned', 1, (data) => data);

@@ -1,25 +1,40 @@
 /**
- * Policy checkpoints in the Hugging Face GPT-2 layout, so a policy trained here loads in PyTorch
- * tooling (`GPT2LMHeadModel.from_pretrained(dir)`) and the other way round:
+ * Policy checkpoints in the Hugging Face layout of their architecture, so a policy trained here
+ * loads in PyTorch tooling and vLLM (`from_pretrained(dir)`, `vllm serve dir`) and the other way
+ * round:
  *
- *   dir/config.json            GPT2Config fields, architectures ["GPT2LMHeadModel"]
- *   dir/model.safetensors      float32 `transformer.<name>` tensors, Conv1D layout; lm_head omitted
- *                              (tied to wte, `tie_word_embeddings: true`)
- *   dir/optimizer.safetensors  optional AdamW moments `m.<name>`, `v.<name>`; step in metadata
+ *   dir/config.json            the architecture's config (GPT2Config, LlamaConfig, Qwen2Config,
+ *                              Qwen3Config fields; `torch_dtype` = the saved element type)
+ *   dir/model.safetensors      the parameters under their transformers names (GPT-2 with the
+ *                              `transformer.` prefix, Conv1D layout; Llama family `model.*` and
+ *                              `lm_head.weight`, nn.Linear layout) in F32, BF16 or F16, or shards
+ *                              with model.safetensors.index.json (hf-weights.ts)
+ *   dir/optimizer.safetensors  optional AdamW moments `m.<name>`, `v.<name>` (F32); step in metadata
  *
- * Loading accepts tensor names with or without the `transformer.` prefix and an `lm_head.weight`
- * that equals `wte` (what `save_pretrained` writes when it does not drop tied weights). Every write
- * goes to a temporary file in the same directory and is renamed into place, so a crash never
- * leaves a half-written checkpoint file behind.
+ * Loading accepts F32, BF16, F16 and F64 tensors (widened to float32, what the CPU computes in),
+ * GPT-2 names with or without `transformer.`, and a tied head's `lm_head.weight` when it equals
+ * the embedding (what `save_pretrained` writes when it does not drop tied weights).
  */
-import { randomBytes } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { basename, join } from 'node:path';
-import { type GPTConfig, gpt2ParamShapes, type Params, validateGPTConfig } from './config.js';
-import { decodeSafetensors, encodeSafetensors, type SafetensorsFile } from './safetensors.js';
+import { mkdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { architecture, isLlamaConfig, type PolicyConfig, parsePolicyConfig } from './architecture.js';
+import type { Params } from './config.js';
+import {
+  CheckpointError,
+  decodeOrFail,
+  readOrFail,
+  readWeights,
+  type SaveDtype,
+  TORCH_DTYPE,
+  writeFileAtomic,
+  writeWeights,
+} from './hf-weights.js';
+import type { WeightsDtype } from './model-inputs.js';
+import { encodeSafetensors, type SafetensorsTensor, toFloat32 } from './safetensors.js';
+
+export { CheckpointError, MODEL_FILE, writeFileAtomic } from './hf-weights.js';
 
 export const CONFIG_FILE = 'config.json';
-export const MODEL_FILE = 'model.safetensors';
 export const OPTIMIZER_FILE = 'optimizer.safetensors';
 
 /** AdamW state that survives a checkpoint: first and second moments per parameter, and the step. */
@@ -30,68 +45,44 @@ export interface OptimizerState {
 }
 
 export interface Checkpoint {
-  config: GPTConfig;
+  config: PolicyConfig;
   params: Params;
   optimizer?: OptimizerState;
   /** `__metadata__` of model.safetensors (format: 'pt' plus anything the writer added). */
   metadata?: Record<string, string>;
 }
 
-/** A checkpoint file that is missing or unusable; the message names the file and the problem. */
-export class CheckpointError extends Error {
-  constructor(
-    readonly file: string,
-    readonly problem: string,
-    options?: ErrorOptions,
-  ) {
-    super(`${file}: ${problem}`, options);
-    this.name = 'CheckpointError';
-  }
+export interface SaveOptions {
+  /** Element type of the saved parameters (default F32; the optimizer state is always F32). */
+  dtype?: SaveDtype;
+  /** Shard the weights into files of at most this many bytes (default: one model.safetensors). */
+  maxShardBytes?: number;
 }
 
-const PREFIX = 'transformer.';
-
-/** config.json as Hugging Face writes it for GPT-2, with our dropout-free training made explicit. */
-export function hfConfigJson(cfg: GPTConfig): Record<string, unknown> {
+/** How an architecture's parameter names appear in its transformers checkpoint. */
+function naming(cfg: PolicyConfig) {
+  if (isLlamaConfig(cfg)) {
+    return {
+      savePrefix: '',
+      loadPrefixes: [''],
+      tiedHead: cfg.tie_word_embeddings ? 'model.embed_tokens.weight' : undefined,
+      // Buffers older transformers versions saved; not parameters.
+      ignore: (key: string) => key.endsWith('.rotary_emb.inv_freq'),
+    };
+  }
   return {
-    architectures: ['GPT2LMHeadModel'],
-    model_type: 'gpt2',
-    vocab_size: cfg.vocab_size,
-    n_positions: cfg.n_positions,
-    n_ctx: cfg.n_positions, // older transformers versions read n_ctx
-    n_embd: cfg.n_embd,
-    n_layer: cfg.n_layer,
-    n_head: cfg.n_head,
-    n_inner: null, // 4 * n_embd
-    activation_function: cfg.activation_function,
-    layer_norm_epsilon: cfg.layer_norm_epsilon,
-    initializer_range: 0.02,
-    // Our graphs have no dropout; zero here makes PyTorch's train mode compute the same function.
-    resid_pdrop: 0.0,
-    embd_pdrop: 0.0,
-    attn_pdrop: 0.0,
-    scale_attn_weights: true,
-    tie_word_embeddings: true,
-    torch_dtype: 'float32',
+    savePrefix: 'transformer.',
+    loadPrefixes: ['transformer.', ''],
+    tiedHead: 'wte.weight',
+    ignore: (key: string) => key.endsWith('.attn.bias') || key.endsWith('.attn.masked_bias'),
   };
 }
 
-/** Writes `bytes` to `path` atomically: temp file in the same directory, then rename. */
-export async function writeFileAtomic(path: string, bytes: Uint8Array | string): Promise<void> {
-  const tmp = join(path, '..', `.${basename(path)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-  try {
-    await writeFile(tmp, bytes, { flush: true });
-    await rename(tmp, path);
-  } catch (e) {
-    await rm(tmp, { force: true });
-    throw e;
-  }
-}
-
 /** Saves config, parameters and (optionally) optimizer state into `dir` (created if needed). */
-export async function saveCheckpoint(dir: string, ckpt: Checkpoint): Promise<void> {
+export async function saveCheckpoint(dir: string, ckpt: Checkpoint, opts: SaveOptions = {}): Promise<void> {
   await mkdir(dir, { recursive: true });
-  const shapes = gpt2ParamShapes(ckpt.config);
+  const arch = architecture(ckpt.config);
+  const shapes = arch.paramShapes();
   const tensorsOf = (params: Params, prefix: string, file: string) =>
     shapes.map(({ name, shape }): [string, { shape: number[]; data: Float32Array }] => {
       const data = params.get(name);
@@ -104,11 +95,12 @@ export async function saveCheckpoint(dir: string, ckpt: Checkpoint): Promise<voi
       }
       return [prefix + name, { shape, data }];
     });
-  const metadata = { ...ckpt.metadata, format: 'pt' };
-  await writeFileAtomic(
-    join(dir, MODEL_FILE),
-    encodeSafetensors(tensorsOf(ckpt.params, PREFIX, MODEL_FILE), metadata),
-  );
+  const dtype = opts.dtype ?? 'F32';
+  await writeWeights(dir, tensorsOf(ckpt.params, naming(ckpt.config).savePrefix, 'model.safetensors'), {
+    dtype,
+    maxShardBytes: opts.maxShardBytes,
+    metadata: ckpt.metadata,
+  });
   if (ckpt.optimizer) {
     const opt = ckpt.optimizer;
     const tensors = [...tensorsOf(opt.m, 'm.', OPTIMIZER_FILE), ...tensorsOf(opt.v, 'v.', OPTIMIZER_FILE)];
@@ -118,29 +110,12 @@ export async function saveCheckpoint(dir: string, ckpt: Checkpoint): Promise<voi
     );
   }
   // config.json last: a directory with a config always has the weights that go with it.
-  await writeFileAtomic(join(dir, CONFIG_FILE), `${JSON.stringify(hfConfigJson(ckpt.config), null, 2)}\n`);
-}
-
-async function readOrFail(path: string, what: string): Promise<Buffer> {
-  try {
-    return await readFile(path);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? `missing (${what})` : `cannot be read (${(e as Error).message})`;
-    throw new CheckpointError(path, why, { cause: e });
-  }
-}
-
-function decodeOrFail(bytes: Uint8Array, path: string): SafetensorsFile {
-  try {
-    return decodeSafetensors(bytes, path);
-  } catch (e) {
-    throw new CheckpointError(path, (e as Error).message.replace(`${path}: `, ''), { cause: e });
-  }
+  const json = { ...arch.configJson(), torch_dtype: TORCH_DTYPE[dtype] };
+  await writeFileAtomic(join(dir, CONFIG_FILE), `${JSON.stringify(json, null, 2)}\n`);
 }
 
 /** Reads and validates config.json of a checkpoint directory. */
-export async function loadCheckpointConfig(dir: string): Promise<GPTConfig> {
+export async function loadCheckpointConfig(dir: string): Promise<PolicyConfig> {
   const path = join(dir, CONFIG_FILE);
   const text = (
     await readOrFail(path, 'a checkpoint directory needs config.json; create one with `akbe policy init`')
@@ -152,77 +127,82 @@ export async function loadCheckpointConfig(dir: string): Promise<GPTConfig> {
     throw new CheckpointError(path, `bad JSON (${(e as Error).message})`, { cause: e });
   }
   try {
-    return validateGPTConfig(json, path);
+    return parsePolicyConfig(json, path);
   } catch (e) {
     throw new CheckpointError(path, (e as Error).message.replace(`${path}: `, ''), { cause: e });
   }
 }
 
 /**
- * Picks the parameters of `cfg` out of a decoded safetensors file: names with or without `prefix`
- * are accepted, every tensor must be F32 with the expected shape, and nothing else is allowed
- * except a tied `lm_head.weight` equal to wte.
+ * Picks the parameters of `cfg` out of decoded tensors: each under one of `prefixes`, floating
+ * point (widened to float32) with the expected shape.
  */
 function extractParams(
-  file: SafetensorsFile,
-  cfg: GPTConfig,
-  path: string,
+  tensors: Map<string, SafetensorsTensor>,
+  cfg: PolicyConfig,
+  fileOf: (key: string) => string,
   prefixes: string[],
 ): { params: Params; used: Set<string> } {
   const params: Params = new Map();
   const used = new Set<string>();
-  for (const { name, shape } of gpt2ParamShapes(cfg)) {
-    const key = prefixes.map((p) => p + name).find((k) => file.tensors.has(k));
+  for (const { name, shape } of architecture(cfg).paramShapes()) {
+    const key = prefixes.map((p) => p + name).find((k) => tensors.has(k));
     if (key === undefined)
-      throw new CheckpointError(path, `missing key ${prefixes[0]}${name} (shape [${shape.join(', ')}])`);
-    const t = file.tensors.get(key)!;
-    if (t.dtype !== 'F32')
       throw new CheckpointError(
-        path,
-        `key ${key} has dtype ${t.dtype}; only F32 is supported (convert with tensor.float())`,
+        fileOf(name),
+        `missing key ${prefixes[0]}${name} (shape [${shape.join(', ')}])`,
+      );
+    const t = tensors.get(key)!;
+    if (!['F32', 'BF16', 'F16', 'F64'].includes(t.dtype))
+      throw new CheckpointError(
+        fileOf(key),
+        `key ${key} has dtype ${t.dtype}; parameters must be F32, BF16, F16 or F64`,
       );
     if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
       throw new CheckpointError(
-        path,
+        fileOf(key),
         `wrong shape for key ${key}: [${t.shape.join(', ')}], config.json says [${shape.join(', ')}]`,
       );
     }
-    params.set(name, t.data as Float32Array);
+    params.set(name, toFloat32(t));
     used.add(key);
   }
   return { params, used };
 }
 
-/** Loads a checkpoint directory: config.json, model.safetensors and, if present, optimizer.safetensors. */
+/**
+ * Loads a checkpoint directory: config.json, the weights (single file or shards) and, if
+ * present, optimizer.safetensors.
+ */
 export async function loadCheckpoint(dir: string, opts: { optimizer?: boolean } = {}): Promise<Checkpoint> {
   const config = await loadCheckpointConfig(dir);
-  const modelPath = join(dir, MODEL_FILE);
-  const file = decodeOrFail(await readOrFail(modelPath, 'the weights file of the checkpoint'), modelPath);
-  const { params, used } = extractParams(file, config, modelPath, [PREFIX, '']);
-  for (const key of file.tensors.keys()) {
-    if (used.has(key) || key.endsWith('.attn.bias') || key.endsWith('.attn.masked_bias')) continue; // old HF buffers
-    if (key === 'lm_head.weight') {
-      const lm = file.tensors.get(key)!.data;
-      const wte = params.get('wte.weight')!;
-      if (lm.length !== wte.length || lm.some((x, i) => x !== wte[i])) {
+  const names = naming(config);
+  const weights = await readWeights(dir);
+  const { params, used } = extractParams(weights.tensors, config, weights.fileOf, names.loadPrefixes);
+  for (const [key, t] of weights.tensors) {
+    if (used.has(key) || names.ignore(key)) continue;
+    if (key === 'lm_head.weight' && names.tiedHead) {
+      const lm = toFloat32(t);
+      const emb = params.get(names.tiedHead)!;
+      if (lm.length !== emb.length || lm.some((x, i) => x !== emb[i])) {
         throw new CheckpointError(
-          modelPath,
-          'lm_head.weight differs from wte.weight; this policy needs tied embeddings',
+          weights.fileOf(key),
+          `lm_head.weight differs from ${names.tiedHead}, but config.json ties them (tie_word_embeddings); set it to false to load an untied head`,
         );
       }
       continue;
     }
     throw new CheckpointError(
-      modelPath,
-      `unexpected key ${key} (not a parameter of the GPT-2 config in ${CONFIG_FILE})`,
+      weights.fileOf(key),
+      `unexpected key ${key} (not a parameter of the ${architecture(config).name} config in ${CONFIG_FILE})`,
     );
   }
-  const ckpt: Checkpoint = { config, params, metadata: file.metadata };
+  const ckpt: Checkpoint = { config, params, metadata: weights.metadata };
   if (opts.optimizer !== false) ckpt.optimizer = await loadOptimizer(dir, config);
   return ckpt;
 }
 
-async function loadOptimizer(dir: string, config: GPTConfig): Promise<OptimizerState | undefined> {
+async function loadOptimizer(dir: string, config: PolicyConfig): Promise<OptimizerState | undefined> {
   const path = join(dir, OPTIMIZER_FILE);
   let bytes: Buffer;
   try {
@@ -240,7 +220,30 @@ async function loadOptimizer(dir: string, config: GPTConfig): Promise<OptimizerS
     );
   return {
     step,
-    m: extractParams(file, config, path, ['m.']).params,
-    v: extractParams(file, config, path, ['v.']).params,
+    m: extractParams(file.tensors, config, () => path, ['m.']).params,
+    v: extractParams(file.tensors, config, () => path, ['v.']).params,
   };
+}
+
+/** The context (longest prompt + generation) and vocabulary size of the policy in `dir`, from its config.json. */
+export async function checkpointLimits(dir: string): Promise<{ context: number; vocabSize: number }> {
+  const arch = architecture(await loadCheckpointConfig(dir));
+  return { context: arch.maxPositions, vocabSize: arch.vocabSize };
+}
+
+/**
+ * The 16-bit element type a checkpoint's config.json says its weights are stored in (`torch_dtype`,
+ * or newer transformers' `dtype`): what `--weights-dtype keep` keeps in the inference graphs.
+ */
+export async function storedWeightsDtype(dir: string): Promise<WeightsDtype> {
+  const path = join(dir, CONFIG_FILE);
+  let json: Record<string, unknown>;
+  try {
+    json = JSON.parse((await readOrFail(path, 'a checkpoint directory needs config.json')).toString('utf8'));
+  } catch (e) {
+    if (e instanceof CheckpointError) throw e;
+    throw new CheckpointError(path, `bad JSON (${(e as Error).message})`, { cause: e });
+  }
+  const stored = json.torch_dtype ?? json.dtype;
+  return stored === 'bfloat16' || stored === 'float16' ? stored : 'float32';
 }

@@ -37,8 +37,8 @@ export const DEFAULT_GPT_CONFIG: GPTConfig = {
   activation_function: 'gelu_new',
 };
 
-/** A config.json that is not a usable GPT-2 config; `key` names the offending field. */
-export class InvalidGPTConfigError extends Error {
+/** A config.json that is not a usable policy config; `key` names the offending field. */
+export class InvalidPolicyConfigError extends Error {
   constructor(
     readonly key: string,
     message: string,
@@ -46,8 +46,13 @@ export class InvalidGPTConfigError extends Error {
     opts?: ErrorOptions,
   ) {
     super(`${file ? `${file}: ` : ''}config key '${key}' ${message}`, opts);
-    this.name = 'InvalidGPTConfigError';
+    this.name = 'InvalidPolicyConfigError';
   }
+}
+
+/** A config.json that is not a usable GPT-2 config. */
+export class InvalidGPTConfigError extends InvalidPolicyConfigError {
+  override readonly name = 'InvalidGPTConfigError';
 }
 
 const POSITIVE_INT_KEYS = ['vocab_size', 'n_embd', 'n_layer', 'n_head', 'n_positions'] as const;
@@ -98,6 +103,31 @@ export function validateGPTConfig(json: unknown, file?: string): GPTConfig {
     throw new InvalidGPTConfigError('n_head', `must divide n_embd (${cfg.n_embd}), got ${cfg.n_head}`, file);
   }
   return cfg;
+}
+
+/** config.json as Hugging Face writes it for GPT-2, with our dropout-free training made explicit. */
+export function gpt2ConfigJson(cfg: GPTConfig): Record<string, unknown> {
+  return {
+    architectures: ['GPT2LMHeadModel'],
+    model_type: 'gpt2',
+    vocab_size: cfg.vocab_size,
+    n_positions: cfg.n_positions,
+    n_ctx: cfg.n_positions, // older transformers versions read n_ctx
+    n_embd: cfg.n_embd,
+    n_layer: cfg.n_layer,
+    n_head: cfg.n_head,
+    n_inner: null, // 4 * n_embd
+    activation_function: cfg.activation_function,
+    layer_norm_epsilon: cfg.layer_norm_epsilon,
+    initializer_range: 0.02,
+    // Our graphs have no dropout; zero here makes PyTorch's train mode compute the same function.
+    resid_pdrop: 0.0,
+    embd_pdrop: 0.0,
+    attn_pdrop: 0.0,
+    scale_attn_weights: true,
+    tie_word_embeddings: true,
+    torch_dtype: 'float32',
+  };
 }
 
 export interface ParamShape {

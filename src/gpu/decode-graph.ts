@@ -14,20 +14,18 @@
  * Same GPT-2 block as model.ts (pre-LayerNorm, tanh-GELU, tied head); equality with the full
  * forward pass is tested against the float64 reference.
  */
-import type { GPTConfig } from './config.js';
+import { type GPTConfig, gpt2ParamShapes } from './config.js';
 import { Graph, ops, type Tensor } from './graph/index.js';
-import { declareParams, type ParamTensors } from './model.js';
+import {
+  declareParamInputs,
+  embed,
+  MASKED_SCORE,
+  type ParamTensors,
+  param,
+  type WeightsDtype,
+} from './model-inputs.js';
 
 const { add, mul, matmul, reshape, transpose } = ops;
-
-/** Score of a masked cache slot: exp() underflows to exactly 0. */
-const MASKED_SCORE = -1e9;
-
-function param(p: ParamTensors, name: string): Tensor {
-  const t = p.get(name);
-  if (!t) throw new Error(`decode-graph: missing parameter '${name}'`);
-  return t;
-}
 
 const linear = (x: Tensor, p: ParamTensors, prefix: string) =>
   add(matmul(x, param(p, `${prefix}.weight`)), param(p, `${prefix}.bias`));
@@ -40,16 +38,16 @@ const layerNorm = (x: Tensor, p: ParamTensors, prefix: string, cfg: GPTConfig) =
  * a filled, real slot); `cache_key_i` / `cache_value_i` float32 [B, H, C, hd]. Outputs: `logits`
  * [B, V]; `new_key_i` / `new_value_i` [B, H, 1, hd].
  */
-export function buildCachedStepGraph(cfg: GPTConfig): Graph {
+export function buildCachedStepGraph(cfg: GPTConfig, weights: WeightsDtype = 'float32'): Graph {
   const g = new Graph({ name: 'gpt2_decode_step_cached' });
-  const p = declareParams(g, cfg);
+  const p = declareParamInputs(g, gpt2ParamShapes(cfg), 'float32', weights);
   const D = cfg.n_embd;
   const H = cfg.n_head;
   const hd = D / H;
   const ids = g.input('input_ids', 'int64', ['batch', 1]);
   const pos = g.input('position_ids', 'int64', ['batch', 1]);
   const mask = ops.unsqueeze(g.input('cache_mask', 'bool', ['batch', 'capacity']), [1, 2]); // [B, 1, 1, C]
-  let x = add(ops.gather(param(p, 'wte.weight'), ids), ops.gather(param(p, 'wpe.weight'), pos)); // [B, 1, D]
+  let x = add(embed(p, 'wte.weight', ids), embed(p, 'wpe.weight', pos)); // [B, 1, D]
   const heads = (t: Tensor) => transpose(reshape(t, [0, 0, H, hd]), [0, 2, 1, 3]); // [B, H, 1, hd]
   for (let i = 0; i < cfg.n_layer; i++) {
     const h = `h.${i}`;

@@ -2,15 +2,14 @@
  * The decode loop: prefill a batch of prompts, then sample one token per row per step with a KV
  * cache, until every row has stopped.
  *
- * Rows have different prompt lengths, so prompts are LEFT-padded to the longest one: every row's
- * last prompt token then sits in the last column and each step appends one column for all rows.
- * The attention mask [B, P] hides the padding, and positions are per row (row b's first real token
- * has position 0), so a row computes exactly what it would alone. Finished rows are dropped from
- * the batch (their cache rows are compacted away) so a long-tailed batch does not keep paying for
- * them. Each request carries its own seed: its tokens do not depend on its batch-mates.
+ * A `RowBatch` (the backend's) holds rows of different lengths: each row's positions count its own
+ * tokens from 0 and a per-row mask hides whatever is not its own, so a row computes what it would
+ * alone. Rows join (prefill) and leave (keepRows) between steps: `decodeBatch` here decodes a
+ * fixed set, continuous.ts lets requests join a batch already decoding. Each request carries its
+ * own seed: its tokens do not depend on its batch-mates.
  */
 import { Rng } from '../util/rng.js';
-import { type Sample, type SamplingOptions, sampleRow, validateSampling } from './sampler.js';
+import { type SamplingOptions, sampleRow, validateSampling } from './sampler.js';
 import { type Detokenize, type FinishReason, StopChecker } from './stop.js';
 
 export interface GenerateRequest {
@@ -25,6 +24,11 @@ export interface GenerateRequest {
   topP?: number;
   stopTokens?: number[];
   stopStrings?: string[];
+  /**
+   * The policy version that must decode it (a version the backend holds, `holdVersion`): the
+   * continuous batcher admits it only into a batch of that version. Absent: the current parameters.
+   */
+  version?: number;
 }
 
 export interface GenerateResult {
@@ -39,35 +43,49 @@ export interface GenerateResult {
   stopString?: string;
 }
 
-/** The new tokens of one forward: the prompts at prefill, one token per row afterwards. */
-export interface DecodeStep {
-  batch: number;
-  /** New tokens per row (prompt length at prefill, 1 afterwards). */
-  newLen: number;
-  /** Positions already cached per row. */
-  pastLen: number;
-  /** [batch, newLen] */
-  inputIds: BigInt64Array;
-  /** [batch, newLen] */
-  positionIds: BigInt64Array;
-  /** [batch, pastLen + newLen]: 1 = attend, 0 = left padding. */
-  attentionMask: Uint8Array;
-}
-
-/** One batch in flight: owns its KV cache. */
-export interface DecodeState {
-  /** Runs the model on the new tokens; returns the logits of each row's last new position [batch, V]. */
-  forward(step: DecodeStep): Promise<Float32Array>;
-  /** Keeps only rows `keep` (ascending) of the cache: finished rows stop costing compute. */
-  keepRows(keep: number[]): void;
+/**
+ * A batch in flight whose rows join and leave between steps. Each row has its own length: its
+ * tokens sit at positions 0 .. len - 1 and a mask hides whatever else its cache holds (padding,
+ * stale slots). The batch runs the parameters the backend had when it was opened, to its end.
+ */
+export interface RowBatch {
+  /** Rows now in the batch, in the order of the logits' rows. */
+  readonly size: number;
+  /** The backend's `paramsVersion` when this batch was opened. */
+  readonly version: number;
+  /**
+   * Appends rows and runs their prompts in one forward (prefill). `slots[j]` is the most
+   * positions row j will ever hold (prompt + new tokens). Returns the logits of each new row's
+   * last prompt position [prompts.length, V].
+   */
+  prefill(prompts: readonly number[][], slots: readonly number[]): Promise<Float32Array>;
+  /** Feeds one token per row, each at its row's next position; returns logits [size, V]. */
+  step(tokens: readonly number[]): Promise<Float32Array>;
+  /** Keeps rows `keep` (distinct, any order): new row i is old row keep[i]. Finished rows stop costing compute. */
+  keepRows(keep: readonly number[]): void;
 }
 
 /** What the decode loop needs from a model; the graph sessions live behind it. */
 export interface DecodeBackend {
   readonly vocabSize: number;
   readonly maxPositions: number;
-  /** Starts a batch whose cache will never hold more than `capacity` positions per row. */
-  begin(batch: number, capacity: number): DecodeState;
+  /** Changes whenever the parameters do: a batch opened before keeps the old ones. */
+  readonly paramsVersion: number;
+  /** Opens an empty batch on the current parameters, or on those of a held policy version. */
+  open(version?: number): RowBatch;
+}
+
+/** A request names a policy version the decoder does not hold (never loaded, or out of the window). */
+export class PolicyVersionNotHeldError extends Error {
+  constructor(
+    readonly version: number,
+    readonly held: readonly number[],
+  ) {
+    super(
+      `policy version ${version} is not held by this decoder (it holds ${held.length ? held.map((v) => `v${v}`).join(', ') : 'none'})`,
+    );
+    this.name = 'PolicyVersionNotHeldError';
+  }
 }
 
 /** A request the model cannot serve (prompt too long, bad options); names the request and the problem. */
@@ -78,14 +96,54 @@ export class GenerateRequestError extends Error {
   }
 }
 
-interface Row {
-  request: number;
-  promptLen: number;
-  rng: Rng;
-  sampling: SamplingOptions;
-  stop: StopChecker;
-  logprobs: number[];
-  policyLogprobs: number[];
+/** One request's decoding state: its Rng, options, stop rule and the logprobs so far. */
+export class DecodeRow {
+  readonly rng: Rng;
+  readonly sampling: SamplingOptions;
+  readonly stop: StopChecker;
+  readonly logprobs: number[] = [];
+  readonly policyLogprobs: number[] = [];
+  /** The last sampled token, fed at the next step. */
+  next = -1;
+
+  /** Checks `req` (throws GenerateRequestError) and starts its row. */
+  constructor(
+    readonly req: GenerateRequest,
+    backend: Pick<DecodeBackend, 'vocabSize' | 'maxPositions'>,
+    detokenize?: Detokenize,
+    index = 0,
+  ) {
+    const maxNew = checkRequest(req, backend, index);
+    this.rng = new Rng(req.seed);
+    this.sampling = { temperature: req.temperature ?? 1, topP: req.topP ?? 1 };
+    this.stop = new StopChecker(
+      { stopTokens: req.stopTokens, stopStrings: req.stopStrings },
+      maxNew,
+      detokenize,
+    );
+  }
+
+  /** Most positions this row's cache will hold. */
+  get slots(): number {
+    return this.req.prompt.length + this.stop.maxNewTokens;
+  }
+
+  /** Samples this row's token from logits row `b` [.., V]; returns its result once it has finished. */
+  advance(logits: Float32Array, b: number, vocab: number): GenerateResult | undefined {
+    const s = sampleRow(logits, b * vocab, vocab, this.sampling, this.rng);
+    this.logprobs.push(s.logprob);
+    this.policyLogprobs.push(s.policyLogprob);
+    this.next = s.token;
+    const finish = this.stop.push(s.token);
+    if (!finish) return undefined;
+    return {
+      tokens: this.stop.generated,
+      logprobs: this.logprobs,
+      policyLogprobs: this.policyLogprobs,
+      finishReason: finish,
+      ...(this.stop.matched !== undefined ? { stopString: this.stop.matched } : {}),
+    };
+  }
 }
 
 /** Checks a request against the model; returns the effective max new tokens (clamped to the context). */
@@ -122,8 +180,30 @@ export function checkRequest(
   return Math.min(req.maxNewTokens, backend.maxPositions - req.prompt.length);
 }
 
+/**
+ * The rows to keep, as `RowBatch.keepRows` takes them: survivors stay where they are and the last
+ * survivors move into the holes, so removing a row moves one row, not every row after it.
+ */
+export function survivors(alive: readonly boolean[]): number[] {
+  const order: number[] = [];
+  let last = alive.length - 1;
+  for (let b = 0; b <= last; b++) {
+    if (alive[b]) {
+      order.push(b);
+      continue;
+    }
+    while (last > b && !alive[last]) last--;
+    if (last > b) order.push(last--);
+  }
+  return order;
+}
+
 /** Keeps rows `keep` of a [rows, ...] tensor whose row stride is `stride`. */
-export function gatherRows<T extends Float32Array | Uint8Array>(data: T, stride: number, keep: number[]): T {
+export function gatherRows<T extends Float32Array | Uint8Array>(
+  data: T,
+  stride: number,
+  keep: readonly number[],
+): T {
   const out = new (data.constructor as new (n: number) => T)(keep.length * stride);
   keep.forEach((r, i) => {
     out.set(data.subarray(r * stride, (r + 1) * stride), i * stride);
@@ -131,98 +211,37 @@ export function gatherRows<T extends Float32Array | Uint8Array>(data: T, stride:
   return out;
 }
 
-/** Decodes a batch of requests together; results come back in request order. */
+/**
+ * Decodes a fixed set of requests together: one prefill, then one step per token until every
+ * row has stopped. Results come back in request order.
+ */
 export async function decodeBatch(
   backend: DecodeBackend,
   requests: GenerateRequest[],
   detokenize?: Detokenize,
 ): Promise<GenerateResult[]> {
   if (requests.length === 0) return [];
-  const rows: Row[] = requests.map((req, i) => {
-    const maxNew = checkRequest(req, backend, i);
-    return {
-      request: i,
-      promptLen: req.prompt.length,
-      rng: new Rng(req.seed),
-      sampling: { temperature: req.temperature ?? 1, topP: req.topP ?? 1 },
-      stop: new StopChecker({ stopTokens: req.stopTokens, stopStrings: req.stopStrings }, maxNew, detokenize),
-      logprobs: [],
-      policyLogprobs: [],
-    };
-  });
+  const rows = requests.map((req, i) => new DecodeRow(req, backend, detokenize, i));
   const results: GenerateResult[] = new Array(requests.length);
   const V = backend.vocabSize;
-
-  // Prefill: left-pad prompts to the longest; positions count real tokens only.
-  const L = Math.max(...rows.map((r) => r.promptLen));
-  let active = rows;
-  let B = rows.length;
-  let inputIds = new BigInt64Array(B * L);
-  let positionIds = new BigInt64Array(B * L);
-  let mask = new Uint8Array(B * L);
-  rows.forEach((row, b) => {
-    const pad = L - row.promptLen;
-    requests[row.request].prompt.forEach((id, t) => {
-      inputIds[b * L + pad + t] = BigInt(id);
-      positionIds[b * L + pad + t] = BigInt(t);
-      mask[b * L + pad + t] = 1;
-    });
-  });
-  let pastLen = 0;
-  let newLen = L;
-  const state = backend.begin(B, L + Math.max(...rows.map((r) => r.stop.maxNewTokens)));
-
+  const batch = backend.open();
+  let active = rows.map((_, i) => i);
+  let logits = await batch.prefill(
+    rows.map((r) => r.req.prompt),
+    rows.map((r) => r.slots),
+  );
   for (;;) {
-    const logits = await state.forward({
-      batch: B,
-      newLen,
-      pastLen,
-      inputIds,
-      positionIds,
-      attentionMask: mask,
+    const alive = active.map((i, b) => {
+      const done = rows[i].advance(logits, b, V);
+      if (done) results[i] = done;
+      return !done;
     });
-    pastLen += newLen;
-
-    // Sample one token per active row.
-    const next: number[] = [];
-    const keep: number[] = [];
-    active.forEach((row, b) => {
-      const s: Sample = sampleRow(logits, b * V, V, row.sampling, row.rng);
-      row.logprobs.push(s.logprob);
-      row.policyLogprobs.push(s.policyLogprob);
-      const finish = row.stop.push(s.token);
-      if (finish) {
-        results[row.request] = {
-          tokens: row.stop.generated,
-          logprobs: row.logprobs,
-          policyLogprobs: row.policyLogprobs,
-          finishReason: finish,
-          ...(row.stop.matched !== undefined ? { stopString: row.stop.matched } : {}),
-        };
-      } else {
-        keep.push(b);
-        next.push(s.token);
-      }
-    });
+    const keep = survivors(alive);
     if (keep.length === 0) return results;
-
-    // Drop finished rows from the cache and the mask.
-    if (keep.length < B) {
-      state.keepRows(keep);
-      mask = gatherRows(mask, pastLen, keep);
+    if (keep.length < active.length) {
+      batch.keepRows(keep);
       active = keep.map((b) => active[b]);
-      B = keep.length;
     }
-
-    // One step: the sampled token of each row, at its own next position.
-    inputIds = BigInt64Array.from(next, (id) => BigInt(id));
-    positionIds = BigInt64Array.from(active, (row) => BigInt(row.promptLen + row.stop.generated.length - 1));
-    const grown = new Uint8Array(B * (pastLen + 1));
-    for (let b = 0; b < B; b++) {
-      grown.set(mask.subarray(b * pastLen, (b + 1) * pastLen), b * (pastLen + 1));
-      grown[b * (pastLen + 1) + pastLen] = 1;
-    }
-    mask = grown;
-    newLen = 1;
+    logits = await batch.step(active.map((i) => rows[i].next));
   }
 }

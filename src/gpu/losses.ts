@@ -7,9 +7,33 @@
  *   pg_tok   = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high))               (PPO, pessimistic)
  *   pg_tok   = min(pg_tok, -A c)            where A < 0                      (dual clip, c = 3)
  *   L_GRPO   = agg(pg_tok, loss_mask * pg_weight)                             (token-mean | seq-mean-token-mean)
- *   L_AKBE   = agg(-logp, mask_akbe)                                          ('nll')
- *            | agg(max(-r, -clip(r, 1 - eps_low, 1 + eps_high)), mask_akbe)  ('clipped': A = +1)
- *   loss     = L_GRPO + lambda * L_AKBE,  mask_akbe = loss_mask * akbe_weight
+ *   L_AKBE   = sum_{b,t} akbe_weight[b] loss_mask[b,t] akbe_tok[b,t]          (a weighted sum: the
+ *              weights carry the aggregation, src/rl/batch.ts akbeRowWeights: per-target
+ *              1 / (targets * row tokens), pooled 1 / target tokens)
+ *   akbe_tok = -logp                                                          ('nll')
+ *            | max(-r, -clip(r, 1 - eps_low, 1 + eps_high))                   ('clipped': A = +1)
+ *   loss     = L_GRPO + lambda * L_AKBE (+ lambda * L_DPO)
+ *
+ * DPO term (dpo-akbe; Rafailov et al. 2023, arXiv 2305.18290, eq. 7), given `dpo` inputs:
+ *   s[b]     = sum_t loss_mask[b,t] logp[b,t]                                 sequence logprob [B]
+ *   m[p]     = sum_b pairs[p,b] (s[b] - ref[b])                               pairs [P, B]: +1 at
+ *              pair p's chosen row, -1 at its rejected row: m = (s_w - ref_w) - (s_l - ref_l)
+ *   L_DPO    = sum_p w[p] * -log sigmoid(beta m[p])                           w = 1 / pairs (0 on
+ *              unused slots); -log sigmoid(z) = logsumexp(0, z) - z, taken as -LogSoftmax([0, z])[1]
+ *              (exact and overflow-free for any z, no kink at z = 0)
+ *
+ * Decoupled form (AReaL, Fu et al. 2025, arXiv 2505.24298, §5: "Decoupled PPO"), for rows whose
+ * behaviour policy (the version that sampled them, logprobs = old_logp) may be older than the
+ * proximal policy (the version before this update, prox_logp, recomputed by the trainer):
+ *   r        = exp(clip(logp - prox_logp, -ratio_clamp, ratio_clamp))        (the trust region is
+ *              centred on the proximal policy, not on the behaviour policy)
+ *   w        = exp(prox_logp - old_logp) if <= behaviour_weight_cap, else 0  (AReaL's
+ *              behav_imp_weight_cap: tokens whose weight exceeds the cap are dropped; they still
+ *              count in the token-mean's denominator, as in AReaL's ppo_actor_loss_fn)
+ *   pg_tok   = w * (the dual-clipped pg_tok above, with this r)
+ *   akbe_tok = w * max(-r, -clip(r, 1 - eps_low, 1 + eps_high))               ('clipped'; 'nll' unchanged)
+ * w is a constant of the step (no gradient). With prox_logp = old_logp, w = exp(0) = 1 exactly and
+ * every value and gradient equals the coupled form's.
  *
  * Metrics (no gradient): pg_clipfrac = share of GRPO tokens where the clipped term is the larger
  * one; approx_kl = k3 estimator of KL(pi_old || pi), mean over GRPO tokens of (r - 1) - log r
@@ -31,16 +55,29 @@ export interface LossHyper {
   dualClipC: Tensor; // scalar, > 1
   ratioClamp: Tensor; // scalar: bound on |logp - old_logp| before exp (overflow guard)
   lambda: Tensor; // scalar: AKBE weight
+  /** Decoupled form only: tokens whose pi_prox / pi_behav exceeds it get weight 0. */
+  behaviourWeightCap?: Tensor; // scalar, > 1
 }
 
 export interface LossInputs {
   tokenLogp: Tensor; // [B, T-1] log pi(x_{t+1} | x_<=t)
   logp?: Tensor; // [B, T-1, V] full log-softmax, for the entropy metric
-  oldLogp: Tensor; // [B, T-1] log pi_old of the same tokens
+  oldLogp: Tensor; // [B, T-1] log pi_old of the same tokens: the behaviour policy's
+  /** [B, T-1] log pi_prox (the version before this update): given, the loss is the decoupled form. */
+  proxLogp?: Tensor;
   lossMask: Tensor; // [B, T-1] 1 on generated tokens, 0 on prompt / tool observations / padding
   advantages: Tensor; // [B]
   pgWeight: Tensor; // [B] 1 for GRPO samples
-  akbeWeight: Tensor; // [B] 1 for AKBE target sequences
+  akbeWeight: Tensor; // [B] > 0 on AKBE target sequences: the row's weight in L_AKBE's sum
+  /** The DPO term's inputs (dpo-akbe); absent, the loss has no DPO term. */
+  dpo?: DpoInputs;
+}
+
+export interface DpoInputs {
+  pairs: Tensor; // [P, B] +1 chosen row, -1 rejected row of pair slot p
+  weight: Tensor; // [P] the slot's weight in L_DPO (0 unused)
+  refLogp: Tensor; // [B] sequence logprob of each row under the frozen reference
+  beta: Tensor; // scalar
 }
 
 export interface LossOptions {
@@ -52,6 +89,8 @@ export interface LossOutputs {
   loss: Tensor;
   pgLoss: Tensor;
   akbeLoss: Tensor;
+  /** L_DPO (0 without `dpo` inputs). */
+  dpoLoss?: Tensor;
   clipFrac: Tensor;
   approxKl: Tensor;
   entropy?: Tensor;
@@ -76,25 +115,37 @@ function clippedSurrogate(ratio: Tensor, adv: Tensor | number, h: LossHyper) {
   return { loss: max(unclipped, clipped), clippedWins: greater(clipped, unclipped) };
 }
 
+/** pi_prox / pi_behav per token, 0 where it exceeds the cap (AReaL drops those tokens). */
+function behaviourWeight(proxLogp: Tensor, behavLogp: Tensor, h: LossHyper): Tensor {
+  if (!h.behaviourWeightCap) throw new Error('policyLoss: the decoupled form needs behaviourWeightCap');
+  const w = exp(sub(proxLogp, behavLogp)); // may overflow to +Inf: `where` drops it, never Inf * 0
+  return where(greater(w, h.behaviourWeightCap), 0, w);
+}
+
 export function policyLoss(inp: LossInputs, h: LossHyper, opts: LossOptions = {}): LossOutputs {
   const agg = opts.aggregation ?? 'token-mean';
   const dtype = inp.tokenLogp.dtype;
   const adv = unsqueeze(inp.advantages, [1]); // [B, 1]
   const pgMask = mul(inp.lossMask, unsqueeze(inp.pgWeight, [1])); // [B, T-1]
-  const akbeMask = mul(inp.lossMask, unsqueeze(inp.akbeWeight, [1])); // [B, T-1]
+  const akbeMask = mul(inp.lossMask, unsqueeze(inp.akbeWeight, [1])); // [B, T-1], weighted
 
   // ---- GRPO: token-level clipped surrogate with dual clip ----
-  const logRatio = clip(sub(inp.tokenLogp, inp.oldLogp), neg(h.ratioClamp), h.ratioClamp); // [B, T-1]
+  const anchor = inp.proxLogp ?? inp.oldLogp; // the trust region's centre
+  const logRatio = clip(sub(inp.tokenLogp, anchor), neg(h.ratioClamp), h.ratioClamp); // [B, T-1]
   const ratio = exp(logRatio); // [B, T-1]
   const ppo = clippedSurrogate(ratio, adv, h);
   const dual = min(ppo.loss, mul(neg(adv), h.dualClipC)); // [B, T-1]
-  const pgTok = where(less(adv, 0), dual, ppo.loss); // [B, T-1]
+  const weight = inp.proxLogp ? behaviourWeight(inp.proxLogp, inp.oldLogp, h) : undefined;
+  const weighted = (x: Tensor) => (weight ? mul(weight, x) : x);
+  const pgTok = weighted(where(less(adv, 0), dual, ppo.loss)); // [B, T-1]
   const pgLoss = maskedMean(pgTok, pgMask, agg);
 
   // ---- AKBE over target sequences ----
-  const akbeTok = opts.akbeLoss === 'clipped' ? clippedSurrogate(ratio, 1, h).loss : neg(inp.tokenLogp);
-  const akbeLoss = maskedMean(akbeTok, akbeMask, agg);
-  const loss = add(pgLoss, mul(h.lambda, akbeLoss));
+  const akbeTok =
+    opts.akbeLoss === 'clipped' ? weighted(clippedSurrogate(ratio, 1, h).loss) : neg(inp.tokenLogp);
+  const akbeLoss = reduceSum(mul(akbeTok, akbeMask));
+  const dpoLoss = inp.dpo ? dpoTerm(inp.tokenLogp, inp.lossMask, inp.dpo) : undefined;
+  const loss = add(pgLoss, mul(h.lambda, dpoLoss ? add(akbeLoss, dpoLoss) : akbeLoss));
 
   // ---- metrics ----
   const clipFrac = maskedMean(ops.cast(ppo.clippedWins, dtype), pgMask);
@@ -102,8 +153,18 @@ export function policyLoss(inp: LossInputs, h: LossHyper, opts: LossOptions = {}
   let entropy: Tensor | undefined;
   if (inp.logp) {
     const tokEntropy = neg(reduceSum(mul(exp(inp.logp), inp.logp), [2])); // [B, T-1]
-    const anyWeight = max(inp.pgWeight, inp.akbeWeight); // [B]
+    const isTarget = ops.cast(greater(inp.akbeWeight, 0), dtype); // [B]
+    const anyWeight = max(inp.pgWeight, isTarget); // [B]
     entropy = maskedMean(tokEntropy, mul(inp.lossMask, unsqueeze(anyWeight, [1])));
   }
-  return { loss, pgLoss, akbeLoss, clipFrac, approxKl, entropy };
+  return { loss, pgLoss, akbeLoss, dpoLoss, clipFrac, approxKl, entropy };
+}
+
+/** L_DPO of the pair slots (see the top of the file). */
+export function dpoTerm(tokenLogp: Tensor, lossMask: Tensor, d: DpoInputs): Tensor {
+  const seq = reduceSum(mul(tokenLogp, lossMask), [1]); // [B]
+  const h = unsqueeze(sub(seq, d.refLogp), [0]); // [1, B]
+  const z = unsqueeze(mul(d.beta, reduceSum(mul(d.pairs, h), [1])), [1]); // [P, 1]
+  const logSig = ops.slice(ops.logSoftmax(ops.concat([mul(z, 0), z], 1), 1), [1], [2], [1]); // [P, 1]
+  return neg(reduceSum(mul(d.weight, ops.squeeze(logSig, [1]))));
 }

@@ -2,13 +2,18 @@
  * The policy's inference graphs on ORT sessions: the KV-cache decode graph behind the decode
  * loop's `DecodeBackend`, and the forward graph that scores sequences (`logprobs`). Parameters are
  * graph inputs: one ORT tensor per parameter wraps the policy's own Float32Array (no copy), and
- * `setParams` swaps them when a new policy version arrives.
+ * `setParams` swaps them when a new policy version arrives. With 16-bit `weights`
+ * (model-inputs.ts) each parameter is fed as its float16 or bfloat16 rounding instead (a copy of
+ * half the bytes, made once per version), widened to float32 inside the graphs.
  */
 import type * as Ort from 'onnxruntime-node';
-import { type GPTConfig, gpt2ParamShapes, type Params } from './config.js';
-import { buildCachedStepGraph } from './decode-graph.js';
-import { type DecodeBackend, type DecodeState, type DecodeStep, gatherRows } from './decoder.js';
-import { buildDecodeGraph, buildForwardGraph } from './model.js';
+import { architecture, type PolicyConfig } from './architecture.js';
+import type { Params } from './config.js';
+import { type DecodeBackend, PolicyVersionNotHeldError, type RowBatch } from './decoder.js';
+import type { WeightsDtype } from './model-inputs.js';
+import { buildDecodeGraph, buildForwardGraph } from './policy-graphs.js';
+import { CachedRows, ConcatRows, type HeldParams } from './row-batches.js';
+import { float32ToBf16, float32ToF16 } from './safetensors.js';
 import {
   type CreatedSession,
   createSession,
@@ -19,6 +24,21 @@ import {
   type SessionConfig,
 } from './session.js';
 
+/** The new tokens of one run of model.ts's decode graph: prompts at prefill, one token per row after. */
+interface ConcatStep {
+  batch: number;
+  /** New tokens per row. */
+  newLen: number;
+  /** Positions already cached per row (the past's length, padding included). */
+  pastLen: number;
+  /** [batch, newLen] */
+  inputIds: BigInt64Array;
+  /** [batch, newLen] */
+  positionIds: BigInt64Array;
+  /** [batch, pastLen + newLen]: 1 = attend, 0 = padding. */
+  attentionMask: Uint8Array;
+}
+
 /** Sequences or parameters the policy cannot take; the message names what is wrong. */
 export class PolicyInputError extends Error {
   constructor(message: string) {
@@ -27,10 +47,15 @@ export class PolicyInputError extends Error {
   }
 }
 
-/** Wraps parameters as ORT tensors, checking names and sizes against the config. */
-export function paramFeeds(ort: typeof Ort, cfg: GPTConfig, params: Params): Record<string, Ort.Tensor> {
+/** Wraps parameters as ORT tensors (rounded to 16 bits for such `weights`), checking names and sizes. */
+export function paramFeeds(
+  ort: typeof Ort,
+  cfg: PolicyConfig,
+  params: Params,
+  weights: WeightsDtype = 'float32',
+): Record<string, Ort.Tensor> {
   const feeds: Record<string, Ort.Tensor> = {};
-  for (const { name, shape } of gpt2ParamShapes(cfg)) {
+  for (const { name, shape } of architecture(cfg).paramShapes()) {
     const data = params.get(name);
     if (!data) throw new PolicyInputError(`parameter ${name} is missing`);
     const n = shape.reduce((a, b) => a * b, 1);
@@ -38,7 +63,12 @@ export function paramFeeds(ort: typeof Ort, cfg: GPTConfig, params: Params): Rec
       throw new PolicyInputError(
         `parameter ${name} has ${data.length} values, shape [${shape.join(', ')}] needs ${n}`,
       );
-    feeds[name] = new ort.Tensor('float32', data, shape);
+    feeds[name] =
+      weights === 'float16'
+        ? new ort.Tensor('float16', float32ToF16(data), shape)
+        : weights === 'bfloat16'
+          ? new ort.Tensor('uint16', float32ToBf16(data), shape)
+          : new ort.Tensor('float32', data, shape);
   }
   return feeds;
 }
@@ -47,12 +77,14 @@ abstract class ParamSession {
   protected params: Record<string, Ort.Tensor>;
   protected constructor(
     protected readonly ort: typeof Ort,
-    readonly cfg: GPTConfig,
+    readonly cfg: PolicyConfig,
     protected readonly created: CreatedSession,
     params: Params,
     readonly graphBytes: Uint8Array,
+    /** How the graphs take the weights (model-inputs.ts). */
+    readonly weights: WeightsDtype,
   ) {
-    this.params = paramFeeds(ort, cfg, params);
+    this.params = paramFeeds(ort, cfg, params, weights);
   }
 
   get device(): Device {
@@ -63,8 +95,12 @@ abstract class ParamSession {
     return this.created.createMs;
   }
 
+  /** Changes with every `setParams`: batches opened before keep the parameters they started with. */
+  paramsVersion = 0;
+
   setParams(params: Params): void {
-    this.params = paramFeeds(this.ort, this.cfg, params);
+    this.params = paramFeeds(this.ort, this.cfg, params, this.weights);
+    this.paramsVersion++;
   }
 
   release(): Promise<void> {
@@ -74,51 +110,56 @@ abstract class ParamSession {
 
 /**
  * Decoding on ORT. Prefill runs model.ts's KV-cache decode graph with an empty cache (causal over
- * the prompt); each later step runs the cache-in-place step graph (decode-graph.ts): the cache
- * lives here, [B, H, capacity, hd] per layer, the step returns only the new keys/values and this
- * class writes them into the next slot. With `concatCache`, steps run model.ts's graph instead
- * (the cache is grown by Concat and returned each step): slower, kept as a cross-check.
+ * the left-padded prompts); each later step runs the cache-in-place step graph (decode-graph.ts):
+ * the cache lives here, [B, H, capacity, hd] per layer, each row's tokens in slots 0 .. len - 1,
+ * the step returns only the new keys/values and `CachedRows` writes them into each row's next
+ * slot. With `concatCache`, steps run model.ts's graph instead (the cache is grown by Concat and
+ * returned each step, rows left-padded to a common length): slower, kept as a cross-check.
  */
 export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
   readonly vocabSize: number;
   readonly nLayer: number;
+  /** Heads the cache holds (the key/value heads under grouped-query attention). */
   readonly nHead: number;
   readonly headDim: number;
   readonly maxPositions: number;
 
   private constructor(
     ort: typeof Ort,
-    cfg: GPTConfig,
+    cfg: PolicyConfig,
     created: CreatedSession,
     params: Params,
     bytes: Uint8Array,
+    weights: WeightsDtype,
     /** The cached step graph's session; undefined = steps use the prefill (concat) graph. */
     private readonly step?: CreatedSession,
     private readonly stepBytes?: Uint8Array,
   ) {
-    super(ort, cfg, created, params, bytes);
-    this.vocabSize = cfg.vocab_size;
-    this.nLayer = cfg.n_layer;
-    this.nHead = cfg.n_head;
-    this.headDim = cfg.n_embd / cfg.n_head;
-    this.maxPositions = cfg.n_positions;
+    super(ort, cfg, created, params, bytes, weights);
+    const arch = architecture(cfg);
+    this.vocabSize = arch.vocabSize;
+    this.nLayer = arch.nLayer;
+    this.nHead = arch.kvHeads;
+    this.headDim = arch.headDim;
+    this.maxPositions = arch.maxPositions;
   }
 
   static async create(
-    cfg: GPTConfig,
+    cfg: PolicyConfig,
     params: Params,
     session: SessionConfig,
-    opts: { concatCache?: boolean } = {},
+    opts: { concatCache?: boolean; weights?: WeightsDtype } = {},
   ): Promise<OrtDecodeBackend> {
     const ort = await loadOrt();
-    const bytes = buildDecodeGraph(cfg).serialize();
+    const weights = opts.weights ?? 'float32';
+    const bytes = buildDecodeGraph(cfg, { weights }).serialize();
     const prefill = await createSession(bytes, session);
     // The step session on the device prefill resolved (auto probes once).
-    const stepBytes = opts.concatCache ? undefined : buildCachedStepGraph(cfg).serialize();
+    const stepBytes = opts.concatCache ? undefined : architecture(cfg).cachedStepGraph(weights).serialize();
     const step = stepBytes
       ? await createSession(stepBytes, { ...session, device: prefill.device, log: undefined })
       : undefined;
-    return new OrtDecodeBackend(ort, cfg, prefill, params, bytes, step, stepBytes);
+    return new OrtDecodeBackend(ort, cfg, prefill, params, bytes, weights, step, stepBytes);
   }
 
   override get createMs(): number {
@@ -131,7 +172,7 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
   }
 
   /** Feeds of model.ts's decode graph (parameters included). */
-  concatFeeds(step: DecodeStep, past: Float32Array[], params = this.params): Record<string, Ort.Tensor> {
+  concatFeeds(step: ConcatStep, past: Float32Array[], params = this.params): Record<string, Ort.Tensor> {
     const { ort } = this;
     const { batch: B, newLen: S, pastLen: P } = step;
     const feeds: Record<string, Ort.Tensor> = {
@@ -147,13 +188,61 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     return feeds;
   }
 
-  begin(batch: number, capacity: number): DecodeState {
-    return this.step ? new CachedState(this, this.step, batch, capacity) : new ConcatState(this);
+  /** Parameter tensors of the policy versions batches may open on (holdVersion), by version. */
+  private readonly held = new Map<number, HeldParams>();
+
+  /**
+   * Keeps the parameters of policy `version` for batches that name it (GenerateRequest.version):
+   * `params` when given (an older version loaded for decoding only), else the current ones. Then
+   * keeps only the newest `keep` held versions; batches already open keep theirs to their end.
+   */
+  holdVersion(version: number, keep: number, params?: Params): void {
+    const tensors = params ? paramFeeds(this.ort, this.cfg, params, this.weights) : this.params;
+    this.held.set(version, { tensors, paramsVersion: params ? -1 - version : this.paramsVersion });
+    const versions = [...this.held.keys()].sort((a, b) => b - a);
+    for (const v of versions.slice(Math.max(1, keep))) this.held.delete(v);
+  }
+
+  /** The policy versions held, oldest first. */
+  heldVersions(): number[] {
+    return [...this.held.keys()].sort((a, b) => a - b);
+  }
+
+  open(version?: number): RowBatch {
+    let held: HeldParams | undefined;
+    if (version !== undefined) {
+      held = this.held.get(version);
+      if (!held) throw new PolicyVersionNotHeldError(version, this.heldVersions());
+    }
+    return this.step ? new CachedRows(this, this.step, held) : new ConcatRows(this, held);
+  }
+
+  /** Runs model.ts's graph on left-padded prompts (empty past): logits [n, V], caches [n, H, L, hd]. */
+  async prefillPadded(
+    prompts: readonly number[][],
+    params: Record<string, Ort.Tensor>,
+  ): Promise<{ logits: Float32Array; present: Float32Array[]; width: number }> {
+    const n = prompts.length;
+    const L = Math.max(...prompts.map((p) => p.length));
+    const inputIds = new BigInt64Array(n * L);
+    const positionIds = new BigInt64Array(n * L);
+    const attentionMask = new Uint8Array(n * L);
+    prompts.forEach((prompt, b) => {
+      const pad = L - prompt.length;
+      prompt.forEach((id, t) => {
+        inputIds[b * L + pad + t] = BigInt(id);
+        positionIds[b * L + pad + t] = BigInt(t);
+        attentionMask[b * L + pad + t] = 1;
+      });
+    });
+    const empty = Array.from({ length: 2 * this.nLayer }, () => new Float32Array(0));
+    const step = { batch: n, newLen: L, pastLen: 0, inputIds, positionIds, attentionMask };
+    return { ...(await this.runConcat(step, empty, params)), width: L };
   }
 
   /** Runs model.ts's decode graph: logits [B, V] and the grown caches (key, value per layer). */
   async runConcat(
-    step: DecodeStep,
+    step: ConcatStep,
     past: Float32Array[],
     params: Record<string, Ort.Tensor>,
   ): Promise<{ logits: Float32Array; present: Float32Array[] }> {
@@ -215,121 +304,28 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
   }
 }
 
-/** A batch whose cache is grown by the graph's Concat and returned every step. */
-class ConcatState implements DecodeState {
-  private past: Float32Array[];
-  private pastLen = 0;
-  /** The policy version this batch started with, kept to its end. */
-  private readonly params: Record<string, Ort.Tensor>;
-
-  constructor(private readonly backend: OrtDecodeBackend) {
-    this.params = backend.paramTensors();
-    this.past = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(0));
-  }
-
-  async forward(step: DecodeStep): Promise<Float32Array> {
-    const { logits, present } = await this.backend.runConcat(step, this.past, this.params);
-    this.past = present;
-    this.pastLen = step.pastLen + step.newLen;
-    return logits;
-  }
-
-  keepRows(keep: number[]): void {
-    const stride = this.backend.nHead * this.pastLen * this.backend.headDim;
-    this.past = this.past.map((p) => gatherRows(p, stride, keep));
-  }
-}
-
-/** A batch whose cache lives here, [B, H, capacity, hd] per layer, written in place. */
-class CachedState implements DecodeState {
-  private cache: Float32Array[];
-  private batch: number;
-  private filled = 0;
-  /** The policy version this batch started with, kept to its end. */
-  private readonly params: Record<string, Ort.Tensor>;
-
-  constructor(
-    private readonly backend: OrtDecodeBackend,
-    private readonly step: CreatedSession,
-    batch: number,
-    private readonly capacity: number,
-  ) {
-    this.batch = batch;
-    this.params = backend.paramTensors();
-    const size = batch * backend.nHead * capacity * backend.headDim;
-    this.cache = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(size));
-  }
-
-  /** Copies [B, H, n, hd] keys or values into slots filled .. filled + n of cache i. */
-  private write(i: number, data: Float32Array, n: number): void {
-    const { nHead: H, headDim: hd } = this.backend;
-    const C = this.capacity;
-    for (let bh = 0; bh < this.batch * H; bh++) {
-      this.cache[i].set(data.subarray(bh * n * hd, (bh + 1) * n * hd), (bh * C + this.filled) * hd);
-    }
-  }
-
-  async forward(step: DecodeStep): Promise<Float32Array> {
-    const { backend } = this;
-    const B = step.batch;
-    if (step.pastLen + step.newLen > this.capacity)
-      throw new Error(`decode cache overflow: ${step.pastLen + step.newLen} > capacity ${this.capacity}`);
-    if (step.newLen > 1 || step.pastLen === 0) {
-      // Prefill: causal attention over the prompt with model.ts's graph, then keep its cache.
-      const empty = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(0));
-      const { logits, present } = await backend.runConcat(step, empty, this.params);
-      present.forEach((p, i) => {
-        this.write(i, p, step.newLen);
-      });
-      this.filled = step.newLen;
-      return logits;
-    }
-    const ort = backend.ortApi;
-    const C = this.capacity;
-    const mask = new Uint8Array(B * C);
-    for (let b = 0; b < B; b++)
-      mask.set(
-        step.attentionMask.subarray(b * (step.pastLen + 1), b * (step.pastLen + 1) + step.pastLen),
-        b * C,
-      );
-    const feeds: Record<string, Ort.Tensor> = {
-      ...this.params,
-      input_ids: new ort.Tensor('int64', step.inputIds, [B, 1]),
-      position_ids: new ort.Tensor('int64', step.positionIds, [B, 1]),
-      cache_mask: new ort.Tensor('bool', mask, [B, C]),
-    };
-    const dims = [B, backend.nHead, C, backend.headDim];
-    for (let i = 0; i < 2 * backend.nLayer; i++) {
-      feeds[`cache_${i % 2 ? 'value' : 'key'}_${i >> 1}`] = new ort.Tensor('float32', this.cache[i], dims);
-    }
-    const out = await this.step.session.run(feeds);
-    for (let i = 0; i < 2 * backend.nLayer; i++)
-      this.write(i, out[`new_${i % 2 ? 'value' : 'key'}_${i >> 1}`].data as Float32Array, 1);
-    this.filled += 1;
-    return out.logits.data as Float32Array;
-  }
-
-  keepRows(keep: number[]): void {
-    const stride = this.backend.nHead * this.capacity * this.backend.headDim;
-    this.cache = this.cache.map((c) => gatherRows(c, stride, keep));
-    this.batch = keep.length;
-  }
-}
-
 /** The forward graph that scores whole sequences: log p(x_t | x_<t). */
 export class OrtScorer extends ParamSession {
-  static async create(cfg: GPTConfig, params: Params, session: SessionConfig): Promise<OrtScorer> {
+  static async create(
+    cfg: PolicyConfig,
+    params: Params,
+    session: SessionConfig,
+    opts: { weights?: WeightsDtype } = {},
+  ): Promise<OrtScorer> {
     const ort = await loadOrt();
-    const bytes = buildForwardGraph(cfg).serialize();
-    return new OrtScorer(ort, cfg, await createSession(bytes, session), params, bytes);
+    const weights = opts.weights ?? 'float32';
+    const bytes = buildForwardGraph(cfg, { weights }).serialize();
+    return new OrtScorer(ort, cfg, await createSession(bytes, session), params, bytes, weights);
   }
 
   private check(seqs: number[][]): void {
-    const { vocab_size: V, n_positions: P } = this.cfg;
+    const { vocabSize: V, maxPositions: P } = architecture(this.cfg);
     seqs.forEach((s, i) => {
       if (s.length === 0) throw new PolicyInputError(`sequence ${i} is empty`);
       if (s.length > P)
-        throw new PolicyInputError(`sequence ${i} has ${s.length} tokens, more than n_positions = ${P}`);
+        throw new PolicyInputError(
+          `sequence ${i} has ${s.length} tokens, more than the policy's context of ${P}`,
+        );
       const bad = s.find((id) => !Number.isInteger(id) || id < 0 || id >= V);
       if (bad !== undefined)
         throw new PolicyInputError(`sequence ${i}: token id ${bad} is outside the vocabulary [0, ${V})`);

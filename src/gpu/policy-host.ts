@@ -5,19 +5,15 @@
  *   await using policy = await PolicyHost.start({ checkpoint: dir, device: 'auto' });
  *   const r = await policy.generate({ prompt, maxNewTokens: 64, seed });
  */
-import type { Worker } from 'node:worker_threads';
-import { startWorker } from '../util/worker-url.js';
+import { transferablesOf, WorkerClient } from '../util/worker-rpc.js';
 import { loadCheckpointConfig } from './checkpoint.js';
 import type { Params } from './config.js';
 import type { GenerateRequest, GenerateResult } from './decoder.js';
 import {
   type PolicyMethod,
   type PolicyReady,
-  type PolicyReply,
-  type PolicyRequest,
   PolicyWorkerError,
   type PolicyWorkerInit,
-  transferablesOf,
 } from './policy-protocol.js';
 import type { PolicyInfo, TrainRequest } from './policy-runtime.js';
 import type { TrainMetrics } from './trainer.js';
@@ -30,67 +26,33 @@ export class PolicyClosedError extends Error {
 }
 
 export class PolicyHost {
-  private nextId = 1;
-  private readonly pending = new Map<
-    number,
-    { resolve: (v: unknown) => void; reject: (e: unknown) => void }
-  >();
-  private exited: string | undefined;
-
   private constructor(
-    private readonly worker: Worker,
+    private readonly worker: WorkerClient<PolicyMethod>,
     /** The device the worker's sessions run on. */
     readonly device: string,
     /** What the worker logged while starting (device choice, fallbacks). */
     readonly startLog: string[],
-  ) {
-    worker.on('message', (m: PolicyReply) => {
-      const p = this.pending.get(m.id);
-      if (!p) return;
-      this.pending.delete(m.id);
-      if (m.ok) p.resolve(m.value);
-      else p.reject(new PolicyWorkerError(m.error.name, m.error.message, m.error.stack));
-    });
-    const fail = (why: string) => {
-      this.exited = why;
-      for (const p of this.pending.values()) p.reject(new PolicyClosedError(why));
-      this.pending.clear();
-    };
-    worker.on('error', (e) => fail(`crashed: ${e.message}`));
-    worker.on('exit', (code) => fail(`exited with code ${code}`));
-  }
+  ) {}
 
   /** Starts the worker and waits until its sessions are ready (or throws why they are not). */
   static async start(init: PolicyWorkerInit): Promise<PolicyHost> {
     // A missing or broken config.json fails here, before a thread is spent on it.
     if (init.checkpoint) await loadCheckpointConfig(init.checkpoint);
-    const worker = startWorker(import.meta.url, 'policy-worker', { workerData: init });
-    // Listeners for the start only; the host installs its own once the worker is ready.
-    let onMessage!: (m: PolicyReady) => void;
-    let onError!: (e: Error) => void;
-    let onExit!: (code: number) => void;
-    const ready = await new Promise<PolicyReady>((resolve, reject) => {
-      onMessage = resolve;
-      onError = reject;
-      onExit = (code) => reject(new PolicyClosedError(`exited with code ${code} while starting`));
-      worker.once('message', onMessage).once('error', onError).once('exit', onExit);
-    }).finally(() => {
-      worker.off('message', onMessage).off('error', onError).off('exit', onExit);
-    });
-    if (!ready.ready) {
-      await worker.terminate();
-      throw new PolicyWorkerError(ready.error.name, ready.error.message);
-    }
-    return new PolicyHost(worker, ready.device, ready.log);
+    const { client, ready } = await WorkerClient.start<PolicyMethod, PolicyReady>(
+      import.meta.url,
+      'policy-worker',
+      init,
+      {
+        failure: (why) => new PolicyClosedError(why),
+        remote: (e) => new PolicyWorkerError(e.name, e.message, e.stack),
+        graceMs: 10_000, // queued work finishes and the sessions are released
+      },
+    );
+    return new PolicyHost(client, ready.device, ready.log);
   }
 
   private call<T>(m: PolicyMethod, transfer: ArrayBuffer[] = []): Promise<T> {
-    if (this.exited) return Promise.reject(new PolicyClosedError(this.exited));
-    const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-      this.worker.postMessage({ id, ...m } as PolicyRequest, transfer);
-    });
+    return this.worker.call<T>(m, transfer);
   }
 
   /** Decodes one request; concurrent calls are batched inside the worker. */
@@ -126,6 +88,16 @@ export class PolicyHost {
     return this.call({ method: 'loadCheckpoint', args: [dir] });
   }
 
+  /** Requests naming policy `version` decode on the current parameters from now on (newest `keep` kept). */
+  holdVersion(version: number, keep: number): Promise<void> {
+    return this.call({ method: 'holdVersion', args: [version, keep] });
+  }
+
+  /** Loads checkpoint `dir` as policy `version` for decoding only (newest `keep` kept). */
+  loadVersion(version: number, dir: string, keep: number): Promise<void> {
+    return this.call({ method: 'loadVersion', args: [version, dir, keep] });
+  }
+
   saveCheckpoint(dir: string): Promise<void> {
     return this.call({ method: 'saveCheckpoint', args: [dir] });
   }
@@ -140,13 +112,8 @@ export class PolicyHost {
   }
 
   /** Lets queued work finish, releases the sessions and stops the thread. */
-  async close(): Promise<void> {
-    if (this.exited) return;
-    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
-    this.worker.postMessage('close');
-    const timeout = setTimeout(() => void this.worker.terminate(), 10_000);
-    await exited;
-    clearTimeout(timeout);
+  close(): Promise<void> {
+    return this.worker.close();
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

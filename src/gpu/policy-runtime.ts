@@ -1,21 +1,23 @@
 /**
  * Everything one policy needs in the thread that runs it: its config and parameters, the decode
- * session behind a dynamic batcher, the scoring session, and the trainer. `PolicyHost` runs one of
+ * session behind a continuous batcher (continuous.ts), the scoring session, and the trainer. `PolicyHost` runs one of
  * these in a worker thread; the CLI uses one directly.
  *
  * Sessions are created lazily (the CLI's `logprobs` never pays for the decode graph), all on the
  * device the first one resolved (so `auto` probes once).
  */
-import { Batcher } from './batcher.js';
+
+import { architecture, countParams, type PolicyConfig } from './architecture.js';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.js';
-import { countParams, type GPTConfig, type Params } from './config.js';
+import type { Params } from './config.js';
+import { ContinuousBatcher } from './continuous.js';
 import { checkRequest, decodeBatch, type GenerateRequest, type GenerateResult } from './decoder.js';
+import type { WeightsDtype } from './model-inputs.js';
 import { OrtDecodeBackend, OrtScorer, paramFeeds } from './ort-policy.js';
 import { type Device, type DeviceChoice, loadOrt, type SessionConfig } from './session.js';
 import { type Detokenize, piecesDetokenizer } from './stop.js';
 import type { OptimizerState, TrainBatch, TrainerOptions, TrainHyper, TrainMetrics } from './trainer.js';
-
-type Trainer = import('./trainer.js').Trainer;
+import { Trainer } from './trainer.js';
 
 /** A training request: the batch (B = advantages.length, T = inputIds.length / B) and per-step overrides. */
 export interface TrainRequest {
@@ -31,14 +33,18 @@ export interface PolicyRuntimeOptions {
   vocabPieces?: string[];
   /** Most requests decoded together (default 64). */
   maxBatch?: number;
+  /** Most tokens one decode iteration feeds the model: prefilled prompts + one per row (default 8192). */
+  maxBatchTokens?: number;
   /** How long a lone request waits for company (default 3 ms). */
   windowMs?: number;
   /** Trainer options (loss aggregation and form, hyperparameters); B and T come from each batch. */
   trainer?: Omit<TrainerOptions, 'batch' | 'seq' | 'session'>;
+  /** How the decode and scoring graphs take the weights (model-inputs.ts; training is float32). */
+  weights?: WeightsDtype;
 }
 
 export interface PolicyInfo {
-  config: GPTConfig;
+  config: PolicyConfig;
   parameters: number;
   device: Device;
   createMs: { decode: number; score: number };
@@ -51,7 +57,7 @@ export class PolicyRuntime {
   private decodeBackend?: Promise<OrtDecodeBackend>;
   private scorer?: Promise<OrtScorer>;
   private resolvedDevice?: Device;
-  private readonly batcher: Batcher;
+  private readonly batcher: ContinuousBatcher;
   /** Training sessions by batch shape `BxT` (the graph is static); `activeTrainer` holds the state. */
   private readonly trainers = new Map<string, Promise<Trainer>>();
   private activeTrainer?: Trainer;
@@ -59,23 +65,28 @@ export class PolicyRuntime {
   private readonly detokenize?: Detokenize;
 
   private constructor(
-    readonly config: GPTConfig,
+    readonly config: PolicyConfig,
     params: Params,
     private readonly opts: PolicyRuntimeOptions,
   ) {
     this.params = params;
     this.detokenize = opts.vocabPieces ? piecesDetokenizer(opts.vocabPieces) : undefined;
-    this.batcher = new Batcher(async (reqs) => decodeBatch(await this.decoder(), reqs, this.detokenize), {
+    this.batcher = new ContinuousBatcher(() => this.decoder(), {
       maxBatch: opts.maxBatch ?? 64,
+      maxBatchTokens: opts.maxBatchTokens ?? 8192,
       windowMs: opts.windowMs ?? 3,
+      detokenize: this.detokenize,
       validate: (r) =>
-        void checkRequest(r, { vocabSize: config.vocab_size, maxPositions: config.n_positions }),
+        void checkRequest(r, {
+          vocabSize: architecture(config).vocabSize,
+          maxPositions: architecture(config).maxPositions,
+        }),
     });
   }
 
   /** A runtime for an in-memory policy; resolves the device by creating the decode session. */
   static async create(
-    config: GPTConfig,
+    config: PolicyConfig,
     params: Params,
     opts: PolicyRuntimeOptions = {},
   ): Promise<PolicyRuntime> {
@@ -110,17 +121,22 @@ export class PolicyRuntime {
   }
 
   private decoder(): Promise<OrtDecodeBackend> {
-    this.decodeBackend ??= OrtDecodeBackend.create(this.config, this.params, this.sessionConfig()).then(
-      (b) => {
-        this.resolvedDevice ??= b.device;
-        return b;
-      },
-    );
+    const weights = { weights: this.opts.weights };
+    this.decodeBackend ??= OrtDecodeBackend.create(
+      this.config,
+      this.params,
+      this.sessionConfig(),
+      weights,
+    ).then((b) => {
+      this.resolvedDevice ??= b.device;
+      return b;
+    });
     return this.decodeBackend;
   }
 
   private scoring(): Promise<OrtScorer> {
-    this.scorer ??= OrtScorer.create(this.config, this.params, this.sessionConfig()).then((s) => {
+    const weights = { weights: this.opts.weights };
+    this.scorer ??= OrtScorer.create(this.config, this.params, this.sessionConfig(), weights).then((s) => {
       this.resolvedDevice ??= s.device;
       return s;
     });
@@ -133,7 +149,7 @@ export class PolicyRuntime {
     return this.device;
   }
 
-  /** Decodes one request; concurrent calls are batched. */
+  /** Decodes one request; it joins the running batch at the next step (continuous batching). */
   generate(req: GenerateRequest): Promise<GenerateResult> {
     return this.batcher.generate(req);
   }
@@ -164,7 +180,6 @@ export class PolicyRuntime {
     const key = `${B}x${T}`;
     let pending = this.trainers.get(key);
     if (!pending) {
-      const { Trainer } = await import('./trainer.js');
       pending = Trainer.create(this.config, this.params, {
         ...this.opts.trainer,
         batch: B,
@@ -202,6 +217,23 @@ export class PolicyRuntime {
     this.params = params;
     void this.decodeBackend?.then((b) => b.setParams(params));
     void this.scorer?.then((s) => s.setParams(params));
+  }
+
+  /**
+   * Holds the current parameters as policy `version`: requests naming it decode on them even after
+   * training or a load moves the current ones (asynchronous runs). The newest `keep` versions stay.
+   */
+  async holdVersion(version: number, keep: number): Promise<void> {
+    // After any pending setParams (installParams' then() was registered first).
+    (await this.decoder()).holdVersion(version, keep);
+  }
+
+  /** Loads checkpoint `dir` as policy `version` for decoding only (the current parameters stay). */
+  async loadVersion(version: number, dir: string, keep: number): Promise<void> {
+    const ckpt = await loadCheckpoint(dir);
+    if (JSON.stringify(ckpt.config) !== JSON.stringify(this.config))
+      throw new Error(`${dir}: config.json differs from the running policy's config`);
+    (await this.decoder()).holdVersion(version, keep, ckpt.params);
   }
 
   async loadCheckpoint(dir: string): Promise<void> {

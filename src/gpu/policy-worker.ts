@@ -1,49 +1,40 @@
 /**
  * The policy worker thread: owns a `PolicyRuntime` (ORT sessions for decoding, scoring and
  * training) so that `session.run`, which blocks its thread, never blocks the caller's event loop.
- * Started by `PolicyHost` through `startWorker`; see policy-protocol.ts for the messages.
+ * Started by `PolicyHost` (util/worker-rpc.ts); see policy-protocol.ts for the messages.
  *
- * Generate requests are not awaited one by one: each goes into the runtime's batcher, so requests
- * that arrive while a batch decodes are decoded together in the next one.
+ * Generate requests are not awaited one by one: each goes into the runtime's continuous batcher,
+ * which yields this thread's event loop between decode steps, so a request that arrives while a
+ * batch decodes joins it at the next step.
  */
-import { parentPort, workerData } from 'node:worker_threads';
-import type { PolicyReady, PolicyReply, PolicyRequest, PolicyWorkerInit } from './policy-protocol.js';
-import { transferablesOf } from './policy-protocol.js';
+import { workerData } from 'node:worker_threads';
+import { serveWorker } from '../util/worker-rpc.js';
+import type { PolicyMethod, PolicyReady, PolicyWorkerInit } from './policy-protocol.js';
 import { PolicyRuntime } from './policy-runtime.js';
 
-const port = parentPort!;
 const init = workerData as PolicyWorkerInit;
 
-function errorOf(e: unknown) {
-  const err = e instanceof Error ? e : new Error(String(e));
-  return { name: err.name, message: err.message, stack: err.stack };
-}
-
-async function start(): Promise<PolicyRuntime> {
+async function start(): Promise<{ runtime: PolicyRuntime; log: string[] }> {
   const log: string[] = [];
   const opts = {
     device: init.device ?? 'cpu',
     intraOpThreads: init.intraOpThreads,
     vocabPieces: init.vocabPieces,
     maxBatch: init.maxBatch,
+    maxBatchTokens: init.maxBatchTokens,
     windowMs: init.windowMs,
     trainer: init.trainer,
+    weights: init.weights,
     log: (line: string) => log.push(line),
   };
-  try {
-    const runtime = init.checkpoint
-      ? await PolicyRuntime.fromCheckpoint(init.checkpoint, opts)
-      : await PolicyRuntime.create(init.config!, new Map(Object.entries(init.params ?? {})), opts);
-    await runtime.prepare(); // the host reports the device that actually runs
-    port.postMessage({ ready: true, device: runtime.device, log } satisfies PolicyReady);
-    return runtime;
-  } catch (e) {
-    port.postMessage({ ready: false, error: errorOf(e) } satisfies PolicyReady);
-    throw e;
-  }
+  const runtime = init.checkpoint
+    ? await PolicyRuntime.fromCheckpoint(init.checkpoint, opts)
+    : await PolicyRuntime.create(init.config!, new Map(Object.entries(init.params ?? {})), opts);
+  await runtime.prepare(); // the host reports the device that actually runs
+  return { runtime, log };
 }
 
-async function handle(runtime: PolicyRuntime, msg: PolicyRequest): Promise<unknown> {
+async function handle(runtime: PolicyRuntime, msg: PolicyMethod): Promise<unknown> {
   switch (msg.method) {
     case 'generate':
       return runtime.generate(msg.args[0]);
@@ -59,6 +50,12 @@ async function handle(runtime: PolicyRuntime, msg: PolicyRequest): Promise<unkno
       return undefined;
     case 'loadCheckpoint':
       await runtime.loadCheckpoint(msg.args[0]);
+      return undefined;
+    case 'holdVersion':
+      await runtime.holdVersion(msg.args[0], msg.args[1]);
+      return undefined;
+    case 'loadVersion':
+      await runtime.loadVersion(msg.args[0], msg.args[1], msg.args[2]);
       return undefined;
     case 'saveCheckpoint':
       await runtime.saveCheckpoint(msg.args[0]);
@@ -76,23 +73,11 @@ async function handle(runtime: PolicyRuntime, msg: PolicyRequest): Promise<unkno
   }
 }
 
-const ready = start();
-// The host got the error in the ready message; closing the port lets this thread end.
-ready.catch(() => port.close());
-port.on('message', async (msg: PolicyRequest | 'close') => {
-  if (msg === 'close') {
-    const runtime = await ready;
-    await runtime.close();
-    port.close();
-    return;
-  }
-  let reply: PolicyReply;
-  try {
-    const value = await handle(await ready, msg);
-    reply = { id: msg.id, ok: true, value };
-    port.postMessage(reply, transferablesOf(value));
-  } catch (e) {
-    reply = { id: msg.id, ok: false, error: errorOf(e) };
-    port.postMessage(reply);
-  }
+serveWorker<PolicyMethod, PolicyReady>(async () => {
+  const { runtime, log } = await start();
+  return {
+    ready: { device: runtime.device, log },
+    handle: (msg) => handle(runtime, msg),
+    close: () => runtime.close(),
+  };
 });

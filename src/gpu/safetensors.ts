@@ -13,17 +13,109 @@
  */
 import { endianness } from 'node:os';
 
-/** Element types we read and write. Parameters are F32; optimizer step counts may be I64. */
-export type SafetensorsDtype = 'F64' | 'F32' | 'I64' | 'I32';
+/**
+ * Element types we read and write. Parameters compute in F32; published checkpoints are often
+ * BF16 or F16, whose raw 16-bit words are kept in a Uint16Array (see `toFloat32`).
+ */
+export type SafetensorsDtype = 'F64' | 'F32' | 'BF16' | 'F16' | 'I64' | 'I32';
 
-const DTYPE_BYTES: Record<SafetensorsDtype, number> = { F64: 8, F32: 4, I64: 8, I32: 4 };
+const DTYPE_BYTES: Record<SafetensorsDtype, number> = { F64: 8, F32: 4, BF16: 2, F16: 2, I64: 8, I32: 4 };
 
-export type TensorData = Float64Array | Float32Array | BigInt64Array | Int32Array;
+export type TensorData = Float64Array | Float32Array | Uint16Array | BigInt64Array | Int32Array;
 
 export interface SafetensorsTensor {
   dtype: SafetensorsDtype;
   shape: number[];
   data: TensorData;
+}
+
+// ---- 16-bit floats ----
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+/** bfloat16 words -> float32: the word is the float32's high half. */
+export function bf16ToFloat32(words: Uint16Array): Float32Array {
+  const out = new Float32Array(words.length);
+  const bits = new Uint32Array(out.buffer);
+  for (let i = 0; i < words.length; i++) bits[i] = words[i] << 16;
+  return out;
+}
+
+/** float32 -> bfloat16 words, rounding to nearest even (as torch's .to(torch.bfloat16)); NaN stays NaN. */
+export function float32ToBf16(values: Float32Array): Uint16Array {
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    f32[0] = values[i];
+    const b = u32[0];
+    if (Number.isNaN(values[i])) out[i] = (b >>> 16) | 0x40;
+    else out[i] = (b + 0x7fff + ((b >>> 16) & 1)) >>> 16;
+  }
+  return out;
+}
+
+/** IEEE half words -> float32 (subnormals, infinities and NaN included). */
+export function f16ToFloat32(words: Uint16Array): Float32Array {
+  const out = new Float32Array(words.length);
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i];
+    const sign = w & 0x8000 ? -1 : 1;
+    const exp = (w >> 10) & 0x1f;
+    const frac = w & 0x3ff;
+    out[i] =
+      exp === 0
+        ? sign * frac * 2 ** -24
+        : exp === 31
+          ? frac
+            ? Number.NaN
+            : sign * Number.POSITIVE_INFINITY
+          : sign * (1 + frac / 1024) * 2 ** (exp - 15);
+  }
+  return out;
+}
+
+/** float32 -> IEEE half words, rounding to nearest even; overflow gives infinity. */
+export function float32ToF16(values: Float32Array): Uint16Array {
+  const out = new Uint16Array(values.length);
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    const sign = v < 0 || Object.is(v, -0) ? 0x8000 : 0;
+    const a = Math.abs(v);
+    if (Number.isNaN(v)) out[i] = 0x7e00;
+    else if (a >= 65520)
+      out[i] = sign | 0x7c00; // rounds past the largest half (65504)
+    else if (a < 2 ** -14)
+      out[i] = sign | roundEven(a * 2 ** 24); // subnormal (may round up to the smallest normal)
+    else {
+      let e = Math.floor(Math.log2(a));
+      if (2 ** e > a) e -= 1; // log2 rounding near powers of two
+      if (2 ** (e + 1) <= a) e += 1;
+      const m = roundEven((a / 2 ** e - 1) * 1024); // may carry into the exponent: still the right bits
+      out[i] = sign | (((e + 15) << 10) + m);
+    }
+  }
+  return out;
+}
+
+function roundEven(x: number): number {
+  const r = Math.round(x);
+  return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/** A floating-point tensor's values as float32 (BF16 and F16 widened exactly, F64 rounded). */
+export function toFloat32(t: SafetensorsTensor): Float32Array {
+  switch (t.dtype) {
+    case 'F32':
+      return t.data as Float32Array;
+    case 'BF16':
+      return bf16ToFloat32(t.data as Uint16Array);
+    case 'F16':
+      return f16ToFloat32(t.data as Uint16Array);
+    case 'F64':
+      return Float32Array.from(t.data as Float64Array);
+    default:
+      throw new TypeError(`safetensors: ${t.dtype} is not a floating-point dtype`);
+  }
 }
 
 export interface SafetensorsFile {
@@ -56,6 +148,8 @@ function numel(shape: readonly number[]): number {
 }
 
 function dtypeOf(data: TensorData): SafetensorsDtype {
+  if (data instanceof Uint16Array)
+    throw new TypeError('safetensors: 16-bit data needs an explicit dtype (BF16 or F16)');
   if (data instanceof Float32Array) return 'F32';
   if (data instanceof Float64Array) return 'F64';
   if (data instanceof BigInt64Array) return 'I64';
@@ -68,12 +162,12 @@ function dtypeOf(data: TensorData): SafetensorsDtype {
  * so that each one is aligned to its element size.
  */
 export function encodeSafetensors(
-  tensors: Iterable<[string, { shape: readonly number[]; data: TensorData }]>,
+  tensors: Iterable<[string, { shape: readonly number[]; data: TensorData; dtype?: SafetensorsDtype }]>,
   metadata: Record<string, string> = {},
 ): Uint8Array {
   assertLittleEndianHost();
   const entries = [...tensors].map(([name, t]) => {
-    const dtype = dtypeOf(t.data);
+    const dtype = t.dtype ?? dtypeOf(t.data);
     if (numel(t.shape) !== t.data.length) {
       throw new RangeError(
         `safetensors: tensor ${name} has shape [${t.shape.join(', ')}] but ${t.data.length} values`,
@@ -184,11 +278,13 @@ export function decodeSafetensors(bytes: Uint8Array, file: string): SafetensorsF
     const data: TensorData =
       dtype === 'F32'
         ? new Float32Array(buf)
-        : dtype === 'F64'
-          ? new Float64Array(buf)
-          : dtype === 'I64'
-            ? new BigInt64Array(buf)
-            : new Int32Array(buf);
+        : dtype === 'BF16' || dtype === 'F16'
+          ? new Uint16Array(buf)
+          : dtype === 'F64'
+            ? new Float64Array(buf)
+            : dtype === 'I64'
+              ? new BigInt64Array(buf)
+              : new Int32Array(buf);
     tensors.set(name, { dtype: dtype as SafetensorsDtype, shape: shape as number[], data });
   }
   // The reference reader requires the ranges to tile the data section exactly.

@@ -52,9 +52,15 @@ export function validateSampling(opts: SamplingOptions): void {
 
 // Scratch space reused across calls (one per thread: workers have their own module instance).
 let probs = new Float64Array(0);
-let sorted = new Float64Array(0);
+let nucleus = new Float64Array(0);
 
-/** Samples one row: logits[offset .. offset + vocab). */
+/**
+ * Samples one row: logits[offset .. offset + vocab). Three passes over the vocabulary: the max,
+ * the exponentials (once: at T = 1 the temperature-1 and the sampling distributions are the same
+ * numbers), the draw; top-p adds a selection of the nucleus without sorting the vocabulary.
+ * Every sum adds the same values in the same order as the plain definition (bench/sampler-baseline.ts),
+ * so each draw and each logprob is bit-identical to it (test/gpu-runtime-sampler.test.ts).
+ */
 export function sampleRow(
   logits: Float32Array,
   offset: number,
@@ -75,47 +81,44 @@ export function sampleRow(
   if (max === Number.NEGATIVE_INFINITY)
     throw new SamplingError('every logit is -Infinity: no token can be sampled');
 
-  // Temperature 1 log-normaliser: policyLogprob for whichever token is chosen.
+  const T = opts.temperature;
+  if (probs.length < vocab) {
+    probs = new Float64Array(vocab);
+    nucleus = new Float64Array(vocab);
+  }
+  // z1 normalises temperature 1 (policyLogprob); p_i = exp((l_i - max) / T), max entry 1, sums to z.
   let z1 = 0;
-  for (let i = 0; i < vocab; i++) z1 += Math.exp(logits[offset + i] - max);
+  let z = 0;
+  if (T === 0) {
+    for (let i = 0; i < vocab; i++) z1 += Math.exp(logits[offset + i] - max);
+  } else if (T === 1) {
+    for (let i = 0; i < vocab; i++) {
+      const p = Math.exp(logits[offset + i] - max);
+      probs[i] = p;
+      z1 += p;
+    }
+    z = z1;
+  } else {
+    const invT = 1 / T;
+    for (let i = 0; i < vocab; i++) {
+      const d = logits[offset + i] - max;
+      z1 += Math.exp(d);
+      const p = Math.exp(d * invT);
+      probs[i] = p;
+      z += p;
+    }
+  }
   const logZ1 = Math.log(z1);
-  const policyLogprobOf = (tok: number) => logits[offset + tok] - max - logZ1;
-
-  if (opts.temperature === 0) {
-    const lp = policyLogprobOf(argmax);
+  if (T === 0) {
+    const lp = logits[offset + argmax] - max - logZ1;
     return { token: argmax, logprob: lp, policyLogprob: lp, drawLogprob: 0 };
   }
 
-  if (probs.length < vocab) {
-    probs = new Float64Array(vocab);
-    sorted = new Float64Array(vocab);
-  }
-  // Unnormalised temperature-scaled probabilities p_i = exp((l_i - max) / T), max entry 1.
-  const invT = 1 / opts.temperature;
-  let z = 0;
-  for (let i = 0; i < vocab; i++) {
-    const p = Math.exp((logits[offset + i] - max) * invT);
-    probs[i] = p;
-    z += p;
-  }
-
-  // Nucleus: the smallest set of most likely tokens whose mass reaches topP. Tokens tied with the
-  // last one admitted are all kept, so the set does not depend on token order.
-  let cutoff = 0;
+  // Nucleus: the smallest set of most likely tokens whose mass reaches topP (ties with the last one
+  // admitted all kept, so the set does not depend on token order); `cutoff` is its least p.
+  const cutoff = opts.topP < 1 ? nucleusCutoff(vocab, opts.topP * z, ((1 - opts.topP) * z) / vocab) : 0;
   let mass = z;
-  if (opts.topP < 1) {
-    const s = sorted.subarray(0, vocab);
-    s.set(probs.subarray(0, vocab));
-    s.sort().reverse();
-    const target = opts.topP * z;
-    let acc = 0;
-    for (let k = 0; k < vocab; k++) {
-      acc += s[k];
-      if (acc >= target) {
-        cutoff = s[k];
-        break;
-      }
-    }
+  if (cutoff > 0) {
     mass = 0;
     for (let i = 0; i < vocab; i++) if (probs[i] >= cutoff) mass += probs[i];
   }
@@ -134,9 +137,36 @@ export function sampleRow(
   return {
     token,
     logprob: Math.log(probs[token] / z),
-    policyLogprob: policyLogprobOf(token),
+    policyLogprob: logits[offset + token] - max - logZ1,
     drawLogprob: Math.log(probs[token] / mass),
   };
+}
+
+/**
+ * The least probability in the nucleus: walking probs[0 .. vocab) from the largest down, the value
+ * at which the running mass first reaches `target` (0 if rounding keeps it below). Only the head
+ * of that order is sorted: the values >= `guess` first (everything below it holds less than
+ * vocab * guess of the mass, so with guess = (1 - topP) z / V the walk nearly always ends there),
+ * then the rest. The running mass adds the same values in the same order as a full sort would.
+ */
+function nucleusCutoff(vocab: number, target: number, guess: number): number {
+  let acc = 0;
+  for (const [lo, hi] of [
+    [guess, Number.POSITIVE_INFINITY],
+    [Number.NEGATIVE_INFINITY, guess],
+  ]) {
+    let n = 0;
+    for (let i = 0; i < vocab; i++) {
+      const p = probs[i];
+      if (p >= lo && p < hi) nucleus[n++] = p;
+    }
+    const head = nucleus.subarray(0, n).sort(); // ascending: walk it from the end
+    for (let k = n - 1; k >= 0; k--) {
+      acc += head[k];
+      if (acc >= target) return head[k];
+    }
+  }
+  return 0;
 }
 
 /** Samples every row of logits [B, V] with that row's options and Rng. */

@@ -66,7 +66,9 @@ function ortBinDir(): string {
 }
 
 const CUDA_FIX =
-  'install the CUDA provider with network access: `ONNXRUNTIME_NODE_INSTALL=cuda12 npm rebuild onnxruntime-node` ' +
+  // akbe's package.json denies onnxruntime-node's install script (so `npm ci` never downloads
+  // CUDA); the flag lets this one rebuild run it.
+  'install the CUDA provider with network access: `ONNXRUNTIME_NODE_INSTALL=cuda12 npm rebuild onnxruntime-node --dangerously-allow-all-scripts` ' +
   '(needs an NVIDIA driver with CUDA 12 and cuDNN 9 libraries on LD_LIBRARY_PATH), or use --device cpu';
 const WEBGPU_FIX =
   'the bundled WebGPU provider (Dawn over Vulkan) needs a GPU with a Vulkan driver (libvulkan.so.1 and the vendor ICD); use --device cpu or cuda';

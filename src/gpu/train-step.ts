@@ -11,18 +11,23 @@
  *   5. AdamW        m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
  *                   p = p (1 - lr wd) - lr (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps)
  *                   (decoupled decay, torch.optim.AdamW; decay only on matrices and embeddings,
- *                   not on biases and LayerNorm weights, as GPT-2 / nanoGPT)
+ *                   not on biases and norm weights, as GPT-2 / nanoGPT)
+ *
+ * The same graph for every architecture (architecture.ts): only the forward differs.
  *
  * Inputs: parameters (contract names), `adam_m.<name>`, `adam_v.<name>`, `input_ids` int64
  * [B, T], `loss_mask` [B, T-1], `old_logprobs` [B, T-1], `advantages` [B], `pg_weight` [B],
- * `akbe_weight` [B], and the scalars of HYPER_INPUTS. Outputs: METRIC_OUTPUTS, `logprobs`
+ * `akbe_weight` [B], and the scalars of HYPER_INPUTS; with `decoupled` also `prox_logprobs`
+ * [B, T-1] and the scalar `behaviour_weight_cap` (the decoupled objective, src/gpu/losses.ts); with `dpo`
+ * also `dpo_pairs` [B, B] (B pair slots), `dpo_weight` [B], `ref_logprobs` [B] and the scalar `dpo_beta`
+ * (the DPO term, output `dpo_loss`). Outputs: METRIC_OUTPUTS, `logprobs`
  * [B, T-1] (before the update), `new.<name>`, `new_adam_m.<name>`, `new_adam_v.<name>`, and with
  * `gradOutputs` the unclipped `grad.<name>` (for tests).
  */
-import { type GPTConfig, gpt2ParamShapes } from './config.js';
+import { architecture, type PolicyConfig } from './architecture.js';
 import { Graph, type Graph as GraphT, gradients, ops, type Tensor } from './graph/index.js';
 import { type Aggregation, type AkbeLossForm, type LossHyper, policyLoss } from './losses.js';
-import { declareParams, type FloatDType, nextTokenLogprobs } from './model.js';
+import { declareParams, type FloatDType, nextTokenLogprobs } from './policy-graphs.js';
 
 const { add, sub, mul, div, sqrt, pow, min, reduceSum } = ops;
 
@@ -60,6 +65,13 @@ export interface TrainGraphOptions {
   dtype?: FloatDType;
   aggregation?: Aggregation;
   akbeLoss?: AkbeLossForm;
+  /**
+   * The decoupled PPO objective (AReaL): the graph takes `prox_logprobs` (pi_prox, the version
+   * before this update) beside `old_logprobs` (the behaviour policy's) and `behaviour_weight_cap`.
+   */
+  decoupled?: boolean;
+  /** The DPO term (dpo-akbe): pair inputs, the reference's sequence logprobs, beta; output `dpo_loss`. */
+  dpo?: boolean;
   /** Also output the unclipped gradients `grad.<name>` (tests). */
   gradOutputs?: boolean;
 }
@@ -67,11 +79,12 @@ export interface TrainGraphOptions {
 /** Parameters that get weight decay: matrices and embeddings (rank >= 2). */
 export const decays = (shape: number[]) => shape.length >= 2;
 
-export function buildTrainGraph(cfg: GPTConfig, opts: TrainGraphOptions): GraphT {
+export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): GraphT {
   const { batch: B, seq: T } = opts;
   const dtype = opts.dtype ?? 'float32';
-  const g = new Graph({ name: 'gpt2_train_step' });
-  const shapes = gpt2ParamShapes(cfg);
+  const arch = architecture(cfg);
+  const g = new Graph({ name: `${arch.name}_train_step` });
+  const shapes = arch.paramShapes();
   const p = declareParams(g, cfg, dtype);
   const m = new Map(shapes.map(({ name, shape }) => [name, g.input(`adam_m.${name}`, dtype, shape)]));
   const v = new Map(shapes.map(({ name, shape }) => [name, g.input(`adam_v.${name}`, dtype, shape)]));
@@ -81,6 +94,7 @@ export function buildTrainGraph(cfg: GPTConfig, opts: TrainGraphOptions): GraphT
   const advantages = g.input('advantages', dtype, [B]);
   const pgWeight = g.input('pg_weight', dtype, [B]);
   const akbeWeight = g.input('akbe_weight', dtype, [B]);
+  const proxLogp = opts.decoupled ? g.input('prox_logprobs', dtype, [B, T - 1]) : undefined;
   const hp = Object.fromEntries(HYPER_INPUTS.map((n) => [n, g.input(n, dtype, [])])) as Record<
     HyperName,
     Tensor
@@ -96,9 +110,29 @@ export function buildTrainGraph(cfg: GPTConfig, opts: TrainGraphOptions): GraphT
     dualClipC: hp.dual_clip_c,
     ratioClamp: hp.ratio_clamp,
     lambda: hp.lambda,
+    behaviourWeightCap: opts.decoupled ? g.input('behaviour_weight_cap', dtype, []) : undefined,
   };
+  // B pair slots: a mini-batch never holds more pairs than rows.
+  const dpo = opts.dpo
+    ? {
+        pairs: g.input('dpo_pairs', dtype, [B, B]),
+        weight: g.input('dpo_weight', dtype, [B]),
+        refLogp: g.input('ref_logprobs', dtype, [B]),
+        beta: g.input('dpo_beta', dtype, []),
+      }
+    : undefined;
   const loss = policyLoss(
-    { tokenLogp: fwd.tokenLogp, logp: fwd.logp, oldLogp, lossMask, advantages, pgWeight, akbeWeight },
+    {
+      tokenLogp: fwd.tokenLogp,
+      logp: fwd.logp,
+      oldLogp,
+      proxLogp,
+      lossMask,
+      advantages,
+      pgWeight,
+      akbeWeight,
+      dpo,
+    },
     hyper,
     { aggregation: opts.aggregation, akbeLoss: opts.akbeLoss },
   );
@@ -139,6 +173,7 @@ export function buildTrainGraph(cfg: GPTConfig, opts: TrainGraphOptions): GraphT
   g.output(loss.loss, 'loss');
   g.output(loss.pgLoss, 'pg_loss');
   g.output(loss.akbeLoss, 'akbe_loss');
+  if (loss.dpoLoss) g.output(loss.dpoLoss, 'dpo_loss');
   g.output(gradNorm, 'grad_norm');
   g.output(loss.clipFrac, 'clip_frac');
   g.output(loss.approxKl, 'approx_kl');

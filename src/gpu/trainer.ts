@@ -5,7 +5,8 @@
  * event loop: the runtime wraps this class in a worker thread.
  */
 import type * as Ort from 'onnxruntime-node';
-import { type GPTConfig, gpt2ParamShapes, numel, type Params } from './config.js';
+import { architecture, type PolicyConfig } from './architecture.js';
+import { numel, type Params } from './config.js';
 import type { Aggregation, AkbeLossForm } from './losses.js';
 import { createSession, loadOrt, type SessionConfig } from './session.js';
 import { buildTrainGraph, HYPER_INPUTS, type HyperName, type METRIC_OUTPUTS } from './train-step.js';
@@ -27,6 +28,10 @@ export interface TrainHyper {
   ratioClamp: number;
   /** AKBE loss weight. */
   lambda: number;
+  /** Decoupled objective only: tokens whose pi_prox / pi_behav exceeds it weigh 0 (> 1). */
+  behaviourWeightCap: number;
+  /** DPO graphs only: DPO's beta (src/rl/losses.ts DEFAULT_DPO_BETA). */
+  dpoBeta: number;
 }
 
 export const DEFAULT_TRAIN_HYPER: TrainHyper = {
@@ -41,6 +46,8 @@ export const DEFAULT_TRAIN_HYPER: TrainHyper = {
   dualClipC: 3, // DESIGN.md / verl
   ratioClamp: 20, // verl clamps the log-ratio to [-20, 20]
   lambda: 0.05, // DESIGN.md: lambda = 0.05
+  behaviourWeightCap: 5, // AReaL's example configs (behav_imp_weight_cap: 5); read only by decoupled graphs
+  dpoBeta: 0.1, // Rafailov et al. 2023's usual value; read only by DPO graphs
 };
 
 export interface TrainerOptions {
@@ -48,6 +55,10 @@ export interface TrainerOptions {
   seq: number;
   aggregation?: Aggregation;
   akbeLoss?: AkbeLossForm;
+  /** The decoupled PPO objective: every batch carries `proxLogprobs` (src/gpu/losses.ts). */
+  decoupled?: boolean;
+  /** The DPO term (dpo-akbe): every batch carries dpoPairs, dpoWeight and refLogp (src/gpu/losses.ts). */
+  dpo?: boolean;
   /** float64 is for tests (finite differences); training runs float32. */
   dtype?: 'float32' | 'float64';
   session?: SessionConfig;
@@ -60,14 +71,20 @@ export interface TrainBatch {
   inputIds: BigInt64Array | number[];
   /** [B, T-1]: 1 on generated tokens, 0 on prompt / tool-observation / padding tokens. */
   lossMask: ArrayLike<number>;
-  /** [B, T-1] logprobs of the rollout policy. */
+  /** [B, T-1] logprobs of the rollout (behaviour) policy. */
   oldLogprobs: ArrayLike<number>;
+  /** [B, T-1] logprobs of the proximal policy (the version before this update); decoupled trainers only. */
+  proxLogprobs?: ArrayLike<number>;
   /** [B] per-sequence advantages. */
   advantages: ArrayLike<number>;
   /** [B] 1 for GRPO samples (default: 1 for every row). */
   pgWeight?: ArrayLike<number>;
-  /** [B] 1 for AKBE target sequences (default: 0). */
+  /** [B] each row's weight in L_AKBE's token sum, > 0 on target sequences (src/rl/batch.ts akbeRowWeights; default: 0). */
   akbeWeight?: ArrayLike<number>;
+  /** DPO trainers only: [B, B] pair slots (+1 chosen, -1 rejected), [B] slot weights, [B] reference sequence logprobs. */
+  dpoPairs?: ArrayLike<number>;
+  dpoWeight?: ArrayLike<number>;
+  refLogp?: ArrayLike<number>;
 }
 
 export interface TrainMetrics {
@@ -75,6 +92,8 @@ export interface TrainMetrics {
   loss: number;
   pgLoss: number;
   akbeLoss: number;
+  /** L_DPO (DPO trainers only). */
+  dpoLoss?: number;
   /** Before clipping. */
   gradNorm: number;
   clipFrac: number;
@@ -120,22 +139,24 @@ type FloatArray = Float32Array | Float64Array;
 
 export class Trainer {
   private state = new Map<string, Ort.Tensor>();
+  private readonly shapes: ReturnType<ReturnType<typeof architecture>['paramShapes']>;
   private stepCount = 0;
   readonly hyper: TrainHyper;
 
   private constructor(
     private readonly ort: typeof Ort,
     private readonly session: Ort.InferenceSession,
-    readonly cfg: GPTConfig,
+    readonly cfg: PolicyConfig,
     readonly opts: TrainerOptions,
     /** Session creation time (ms), for benchmarks. */
     readonly createMs: number,
   ) {
     this.hyper = { ...DEFAULT_TRAIN_HYPER, ...opts.hyper };
+    this.shapes = architecture(cfg).paramShapes();
   }
 
   /** Builds the graph and the session once; `params` are copied in, moments start at zero. */
-  static async create(cfg: GPTConfig, params: Params, opts: TrainerOptions): Promise<Trainer> {
+  static async create(cfg: PolicyConfig, params: Params, opts: TrainerOptions): Promise<Trainer> {
     const ort = await loadOrt();
     const bytes = buildTrainGraph(cfg, opts).serialize();
     const { session, createMs } = await createSession(bytes, opts.session ?? {});
@@ -158,7 +179,7 @@ export class Trainer {
 
   /** Replaces the parameters (moments and step are kept: call setOptimizerState(null) to reset). */
   setParams(params: Params): void {
-    for (const { name, shape } of gpt2ParamShapes(this.cfg)) {
+    for (const { name, shape } of this.shapes) {
       const p = params.get(name);
       if (!p) throw new TrainBatchShapeError(`params.${name}`, numel(shape), 0);
       this.state.set(name, this.tensor(p, shape, `params.${name}`));
@@ -176,7 +197,7 @@ export class Trainer {
 
   /** Restores AdamW moments and step; null resets them to zero. */
   setOptimizerState(s: OptimizerState | null): void {
-    for (const { name, shape } of gpt2ParamShapes(this.cfg)) {
+    for (const { name, shape } of this.shapes) {
       const zeros = new Float32Array(numel(shape));
       this.state.set(`adam_m.${name}`, this.tensor(s?.m.get(name) ?? zeros, shape, `adam_m.${name}`));
       this.state.set(`adam_v.${name}`, this.tensor(s?.v.get(name) ?? zeros, shape, `adam_v.${name}`));
@@ -186,7 +207,7 @@ export class Trainer {
 
   private read(prefix: string): Params {
     return new Map(
-      gpt2ParamShapes(this.cfg).map(({ name }) => [
+      this.shapes.map(({ name }) => [
         name,
         Float32Array.from(this.state.get(prefix + name)!.data as FloatArray),
       ]),
@@ -206,6 +227,21 @@ export class Trainer {
     feeds.input_ids = new this.ort.Tensor('int64', ids, [B, T]);
     feeds.loss_mask = this.tensor(batch.lossMask, [B, T - 1], 'lossMask');
     feeds.old_logprobs = this.tensor(batch.oldLogprobs, [B, T - 1], 'oldLogprobs');
+    if (this.opts.decoupled) {
+      if (!batch.proxLogprobs) throw new TrainBatchShapeError('proxLogprobs', B * (T - 1), 0);
+      feeds.prox_logprobs = this.tensor(batch.proxLogprobs, [B, T - 1], 'proxLogprobs');
+      feeds.behaviour_weight_cap = this.tensor([h.behaviourWeightCap], [], 'behaviourWeightCap');
+    }
+    if (this.opts.dpo) {
+      const need = (v: ArrayLike<number> | undefined, field: string, n: number) => {
+        if (!v) throw new TrainBatchShapeError(field, n, 0);
+        return v;
+      };
+      feeds.dpo_pairs = this.tensor(need(batch.dpoPairs, 'dpoPairs', B * B), [B, B], 'dpoPairs');
+      feeds.dpo_weight = this.tensor(need(batch.dpoWeight, 'dpoWeight', B), [B], 'dpoWeight');
+      feeds.ref_logprobs = this.tensor(need(batch.refLogp, 'refLogp', B), [B], 'refLogp');
+      feeds.dpo_beta = this.tensor([h.dpoBeta], [], 'dpoBeta');
+    }
     feeds.advantages = this.tensor(batch.advantages, [B], 'advantages');
     feeds.pg_weight = this.tensor(batch.pgWeight ?? ones, [B], 'pgWeight');
     feeds.akbe_weight = this.tensor(batch.akbeWeight ?? new Array<number>(B).fill(0), [B], 'akbeWeight');
@@ -213,7 +249,7 @@ export class Trainer {
     for (const n of HYPER_INPUTS) feeds[n] = this.tensor([n === 'step' ? step : h[HYPER_KEY[n]]], [], n);
 
     const out = await this.session.run(feeds);
-    for (const { name } of gpt2ParamShapes(this.cfg)) {
+    for (const { name } of this.shapes) {
       this.state.set(name, out[`new.${name}`]);
       this.state.set(`adam_m.${name}`, out[`new_adam_m.${name}`]);
       this.state.set(`adam_v.${name}`, out[`new_adam_v.${name}`]);
@@ -225,6 +261,7 @@ export class Trainer {
       loss: scalar('loss'),
       pgLoss: scalar('pg_loss'),
       akbeLoss: scalar('akbe_loss'),
+      ...(this.opts.dpo ? { dpoLoss: Number((out.dpo_loss.data as FloatArray)[0]) } : {}),
       gradNorm: scalar('grad_norm'),
       clipFrac: scalar('clip_frac'),
       approxKl: scalar('approx_kl'),

@@ -8,8 +8,8 @@
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { resolve } from 'node:path';
-import type { Worker } from 'node:worker_threads';
-import { startWorker } from '../util/worker-url.js';
+import type { DeviceChoice } from '../gpu/session.js';
+import { WorkerClient } from '../util/worker-rpc.js';
 import type { Embedder } from './embedder.js';
 
 export const E5_QUERY_PREFIX = 'query: ';
@@ -27,6 +27,8 @@ export interface E5Options {
   batchSize?: number;
   /** onnxruntime intra-op threads (default 1: the machine is shared with the trainer). */
   threads?: number;
+  /** Where the encoder runs (gpu/session.ts's choice; default cpu). */
+  device?: DeviceChoice;
 }
 
 /** One padded batch: int64 [B, T] inputs, row-major. */
@@ -100,35 +102,25 @@ export class E5Error extends Error {
   }
 }
 
-/** Messages to e5-worker.ts. */
-export type E5WorkerRequest = { id: number; texts: string[] };
-export type E5WorkerReply = { id: number; rows: Float32Array } | { id: number; error: string };
+/** A request to e5-worker.ts: texts (prefixes applied) -> rows [n, H] float32, L2-normalised. */
+export type E5WorkerRequest = { texts: string[] };
 export type E5WorkerInit = {
   model: string;
   vocab: string;
   maxLength: number;
   batchSize: number;
   threads: number;
+  device: DeviceChoice;
 };
 
 export class E5Embedder implements Embedder {
   readonly name = 'e5';
-  private nextId = 1;
-  private readonly pending = new Map<
-    number,
-    { resolve: (rows: Float32Array[]) => void; reject: (e: Error) => void; n: number }
-  >();
-  private failure: Error | null = null;
 
   private constructor(
-    private readonly worker: Worker,
+    private readonly worker: WorkerClient<E5WorkerRequest>,
     readonly dim: number,
     readonly fingerprint: string,
-  ) {
-    worker.on('message', (m: E5WorkerReply) => this.onReply(m));
-    worker.on('error', (e) => this.failAll(new E5Error(`e5 worker crashed: ${e.message}`, { cause: e })));
-    worker.on('exit', (code) => this.failAll(new E5Error(`e5 worker exited (code ${code})`)));
-  }
+  ) {}
 
   /** Starts the worker, loads tokenizer and model, and learns the hidden size. */
   static async create(opts: E5Options): Promise<E5Embedder> {
@@ -138,6 +130,7 @@ export class E5Embedder implements Embedder {
       maxLength: opts.maxLength ?? E5_MAX_LENGTH,
       batchSize: opts.batchSize ?? 32,
       threads: opts.threads ?? 1,
+      device: opts.device ?? 'cpu',
     };
     const [modelDigest, vocabDigest] = await Promise.all([
       fileDigest(init.model).catch((e) => {
@@ -147,22 +140,17 @@ export class E5Embedder implements Embedder {
         throw new E5Error(`cannot read --vocab ${opts.vocab}: ${(e as Error).message}`, { cause: e });
       }),
     ]);
-    const worker = startWorker(import.meta.url, 'e5-worker', { workerData: init });
-    const dim = await new Promise<number>((resolveDim, reject) => {
-      const onError = (e: Error) =>
-        reject(new E5Error(`e5 worker failed to start: ${e.message}`, { cause: e }));
-      worker.once('error', onError);
-      worker.once('message', (m: { ready?: number; error?: string }) => {
-        worker.off('error', onError);
-        if (m.error !== undefined) reject(new E5Error(m.error));
-        else resolveDim(m.ready!);
-      });
-    }).catch(async (e) => {
-      await worker.terminate();
-      throw e;
-    });
+    const { client, ready: dim } = await WorkerClient.start<E5WorkerRequest, number>(
+      import.meta.url,
+      'e5-worker',
+      init,
+      {
+        failure: (why, cause) => new E5Error(`e5 worker ${why}`, { cause }),
+        remote: (e) => new E5Error(e.message),
+      },
+    );
     const fingerprint = `e5(model=${modelDigest},vocab=${vocabDigest},maxLen=${init.maxLength},dim=${dim},pool=mean)`;
-    return new E5Embedder(worker, dim, fingerprint);
+    return new E5Embedder(client, dim, fingerprint);
   }
 
   embedQueries(texts: string[]): Promise<Float32Array[]> {
@@ -174,37 +162,15 @@ export class E5Embedder implements Embedder {
   }
 
   /** Embeds texts exactly as given (prefixes already applied). */
-  embedRaw(texts: string[]): Promise<Float32Array[]> {
-    if (this.failure) return Promise.reject(this.failure);
-    if (texts.length === 0) return Promise.resolve([]);
-    const id = this.nextId++;
-    return new Promise((resolveRows, reject) => {
-      this.pending.set(id, { resolve: resolveRows, reject, n: texts.length });
-      this.worker.postMessage({ id, texts } satisfies E5WorkerRequest);
-    });
-  }
-
-  async close(): Promise<void> {
-    this.failure ??= new E5Error('e5 embedder closed');
-    await this.worker.terminate();
-  }
-
-  private onReply(m: E5WorkerReply): void {
-    const p = this.pending.get(m.id);
-    if (!p) return;
-    this.pending.delete(m.id);
-    if ('error' in m) {
-      p.reject(new E5Error(m.error));
-      return;
-    }
+  async embedRaw(texts: string[]): Promise<Float32Array[]> {
+    if (texts.length === 0) return [];
+    const flat = await this.worker.call<Float32Array>({ texts });
     const rows: Float32Array[] = [];
-    for (let i = 0; i < p.n; i++) rows.push(m.rows.slice(i * this.dim, (i + 1) * this.dim));
-    p.resolve(rows);
+    for (let i = 0; i < texts.length; i++) rows.push(flat.slice(i * this.dim, (i + 1) * this.dim));
+    return rows;
   }
 
-  private failAll(e: Error): void {
-    this.failure ??= e;
-    for (const p of this.pending.values()) p.reject(this.failure);
-    this.pending.clear();
+  close(): Promise<void> {
+    return this.worker.close();
   }
 }

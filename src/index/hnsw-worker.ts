@@ -2,23 +2,20 @@
  * Worker thread that owns a loaded HNSW index and answers batched top-k searches
  * (hnswlib's searchKnn blocks, so it must not run on the service's event loop).
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { workerData } from 'node:worker_threads';
+import { serveWorker } from '../util/worker-rpc.js';
 import { HnswIndex, type HnswWorkerReply, type HnswWorkerRequest } from './hnsw.js';
 
 const { file, dim } = workerData as { file: string; dim: number };
-const port = parentPort!;
 
-let index: HnswIndex;
-try {
-  index = HnswIndex.read(file, dim);
-  port.postMessage({ ready: index.count });
-} catch (e) {
-  port.postMessage({ error: (e as Error).message });
-  process.exit(0);
-}
-
-port.on('message', (m: HnswWorkerRequest) => {
+serveWorker<HnswWorkerRequest, number>(async () => {
+  let index: HnswIndex;
   try {
+    index = HnswIndex.read(file, dim);
+  } catch (e) {
+    throw new Error(`cannot load HNSW index ${file}: ${(e as Error).message}`, { cause: e });
+  }
+  const search = (m: HnswWorkerRequest): HnswWorkerReply => {
     const n = m.queries.length / dim;
     const labels = new Int32Array(n * m.k);
     const scores = new Float32Array(n * m.k);
@@ -29,9 +26,7 @@ port.on('message', (m: HnswWorkerRequest) => {
       labels.set(hit.labels, q * m.k);
       scores.set(hit.scores, q * m.k);
     }
-    const reply: HnswWorkerReply = { id: m.id, labels, scores, counts, k: m.k };
-    port.postMessage(reply, [labels.buffer, scores.buffer, counts.buffer]);
-  } catch (e) {
-    port.postMessage({ id: m.id, error: (e as Error).message } satisfies HnswWorkerReply);
-  }
+    return { labels, scores, counts, k: m.k };
+  };
+  return { ready: index.count, handle: search };
 });

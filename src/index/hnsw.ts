@@ -7,9 +7,8 @@
  * hnswlib-node accepts only plain Arrays and its searchKnn blocks the thread, so serving
  * happens in a worker (`HnswWorker`, hnsw-worker.ts); building runs in the caller's thread.
  */
-import type { Worker } from 'node:worker_threads';
 import hnswlib from 'hnswlib-node';
-import { startWorker } from '../util/worker-url.js';
+import { WorkerClient } from '../util/worker-rpc.js';
 
 export interface HnswParams {
   /** Links per node: 16 is hnswlib's recommended middle ground for 768-d vectors. */
@@ -21,6 +20,9 @@ export interface HnswParams {
 }
 
 export const HNSW_DEFAULTS: HnswParams = { m: 16, efConstruction: 200, seed: 100 };
+
+/** Extra candidates fetched per search so that ties at the k-th place resolve by label. */
+const TIE_MARGIN = 4;
 
 /** Top-k of one query: labels (row numbers) and inner-product scores, best first. */
 export interface TopK {
@@ -76,10 +78,16 @@ export class HnswIndex {
   search(query: Float32Array, k: number, ef: number): TopK {
     const kk = Math.min(k, this.count);
     if (kk <= 0) return { labels: [], scores: [] };
-    this.native.setEf(Math.max(ef, kk));
-    const { neighbors, distances } = this.native.searchKnn(Array.from(query), kk);
-    // hnswlib returns nearest first already; its ip distance is 1 - score.
-    return { labels: neighbors, scores: distances.map((d) => 1 - d) };
+    // hnswlib returns equal distances (duplicate passages) in its own order; a few more
+    // candidates, ordered by label within a tie, give the brute-force scan's order.
+    const fetch = Math.min(kk + TIE_MARGIN, this.count);
+    this.native.setEf(Math.max(ef, fetch));
+    const { neighbors, distances } = this.native.searchKnn(Array.from(query), fetch);
+    // Its ip distance is 1 - score.
+    const hits = neighbors.map((label, i) => ({ label, score: 1 - distances[i] }));
+    hits.sort((a, b) => b.score - a.score || a.label - b.label);
+    const top = hits.slice(0, kk);
+    return { labels: top.map((h) => h.label), scores: top.map((h) => h.score) };
   }
 }
 
@@ -123,12 +131,10 @@ export function stackRows(rows: Float32Array[], dim: number): Float32Array {
 
 // ---- the search worker client -------------------------------------------------------------
 
-/** Messages to hnsw-worker.ts. */
-export type HnswWorkerRequest = { id: number; queries: Float32Array; k: number; ef: number };
-/** Replies: for query q, its hits are `labels/scores[q*k .. q*k + counts[q])`. */
-export type HnswWorkerReply =
-  | { id: number; labels: Int32Array; scores: Float32Array; counts: Int32Array; k: number }
-  | { id: number; error: string };
+/** A request to hnsw-worker.ts: `queries` is [n, dim] row-major. */
+export type HnswWorkerRequest = { queries: Float32Array; k: number; ef: number };
+/** Its reply: for query q, its hits are `labels/scores[q*k .. q*k + counts[q])`. */
+export type HnswWorkerReply = { labels: Int32Array; scores: Float32Array; counts: Int32Array; k: number };
 
 export class HnswWorkerError extends Error {
   constructor(message: string, options?: ErrorOptions) {
@@ -139,88 +145,49 @@ export class HnswWorkerError extends Error {
 
 /** An index loaded in a worker thread; many searches may be in flight. */
 export class HnswWorker implements AsyncDisposable {
-  private nextId = 1;
-  private readonly pending = new Map<
-    number,
-    { resolve: (r: TopK[]) => void; reject: (e: Error) => void; n: number }
-  >();
-  private failure: Error | null = null;
-
   private constructor(
-    private readonly worker: Worker,
+    private readonly worker: WorkerClient<HnswWorkerRequest>,
     readonly dim: number,
     readonly count: number,
-  ) {
-    worker.on('message', (m: HnswWorkerReply) => this.onReply(m));
-    worker.on('error', (e) =>
-      this.failAll(new HnswWorkerError(`hnsw worker crashed: ${e.message}`, { cause: e })),
-    );
-    worker.on('exit', (code) => this.failAll(new HnswWorkerError(`hnsw worker exited (code ${code})`)));
-  }
+  ) {}
 
   /** Starts a worker that reads `file` and resolves once the index is loaded. */
   static async start(file: string, dim: number): Promise<HnswWorker> {
-    const worker = startWorker(import.meta.url, 'hnsw-worker', { workerData: { file, dim } });
-    const count = await new Promise<number>((resolve, reject) => {
-      const onError = (e: Error) =>
-        reject(new HnswWorkerError(`cannot load HNSW index ${file}: ${e.message}`, { cause: e }));
-      worker.once('error', onError);
-      worker.once('message', (m: { ready?: number; error?: string }) => {
-        worker.off('error', onError);
-        if (m.error !== undefined) reject(new HnswWorkerError(`cannot load HNSW index ${file}: ${m.error}`));
-        else resolve(m.ready ?? 0);
-      });
-    }).catch(async (e) => {
-      await worker.terminate();
-      throw e;
-    });
-    return new HnswWorker(worker, dim, count);
+    const { client, ready } = await WorkerClient.start<HnswWorkerRequest, number>(
+      import.meta.url,
+      'hnsw-worker',
+      { file, dim },
+      {
+        failure: (why, cause) => new HnswWorkerError(`hnsw worker for ${file} ${why}`, { cause }),
+        remote: (e) => new HnswWorkerError(e.message),
+      },
+    );
+    return new HnswWorker(client, dim, ready);
   }
 
   /** Top-k for each query row; runs in the worker, so the event loop stays free. */
-  search(queries: Float32Array[], k: number, ef: number): Promise<TopK[]> {
-    if (this.failure) return Promise.reject(this.failure);
-    if (queries.length === 0) return Promise.resolve([]);
-    const id = this.nextId++;
+  async search(queries: Float32Array[], k: number, ef: number): Promise<TopK[]> {
+    if (queries.length === 0) return [];
     const packed = stackRows(queries, this.dim);
-    return new Promise<TopK[]>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, n: queries.length });
-      const msg: HnswWorkerRequest = { id, queries: packed, k, ef };
-      this.worker.postMessage(msg, [packed.buffer as ArrayBuffer]);
-    });
-  }
-
-  async close(): Promise<void> {
-    this.failure ??= new HnswWorkerError('hnsw worker closed');
-    await this.worker.terminate();
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
-  }
-
-  private onReply(m: HnswWorkerReply): void {
-    const p = this.pending.get(m.id);
-    if (!p) return;
-    this.pending.delete(m.id);
-    if ('error' in m) {
-      p.reject(new HnswWorkerError(m.error));
-      return;
-    }
+    const m = await this.worker.call<HnswWorkerReply>({ queries: packed, k, ef }, [
+      packed.buffer as ArrayBuffer,
+    ]);
     const out: TopK[] = [];
-    for (let q = 0; q < p.n; q++) {
+    for (let q = 0; q < queries.length; q++) {
       const c = m.counts[q];
       out.push({
         labels: Array.from(m.labels.subarray(q * m.k, q * m.k + c)),
         scores: Array.from(m.scores.subarray(q * m.k, q * m.k + c)),
       });
     }
-    p.resolve(out);
+    return out;
   }
 
-  private failAll(e: Error): void {
-    this.failure ??= e;
-    for (const p of this.pending.values()) p.reject(this.failure);
-    this.pending.clear();
+  close(): Promise<void> {
+    return this.worker.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 }

@@ -1,35 +1,46 @@
 /**
- * An HTTP endpoint shaped like Search-R1's retrieval server (search_r1/search/retrieval_server.py),
- * so Search-R1 tooling (its `retriever_url`) can point at an akbe index:
+ * An HTTP endpoint that Search-R1's own training client can use unchanged: the shape of its
+ * retrieval server (search_r1/search/retrieval_server.py, FastAPI + pydantic) and the batches its
+ * GRPO/PPO scripts send (train batch 512 x 5 rollouts = 2,560 queries in one request).
  *
  *   POST /retrieve  {"queries": ["..."], "topk": 3, "return_scores": true}
  *   200 {"result": [[{"document": {"id", "contents"}, "score": 0.83}, ...], ...]}
  *
- * With `return_scores` false (the default there), each query's entry is the plain list of
- * documents `[{"id", "contents"}, ...]`, which is what that server's code intends (its own
- * unpacking of the un-scored result is broken upstream; Search-R1's client always asks for
- * scores). A missing, null or 0 `topk` means the server's default (3), as there. Bad bodies
- * get 400 with `{"error": "..."}`; other paths 404.
+ * - `/retrieve/` is served too (FastAPI answers it with a 307 to `/retrieve`, which the client
+ *   follows; here it is answered directly).
+ * - Body fields are read as pydantic reads them (retrieve-request.ts): `"topk": "3"`,
+ *   `"return_scores": 1` are fine; a missing, null or 0 topk means the default (3).
+ * - Errors in FastAPI's shapes: 422 `{"detail": [{type, loc, msg, input}]}` for a bad body,
+ *   404 / 405 `{"detail": "Not Found" | "Method Not Allowed"}`, 413 for a body over the limit.
+ * - With `return_scores` false each query's entry is its plain list of documents.
+ * - Big batches are searched in chunks of `chunkQueries` and the reply is written chunk by chunk,
+ *   so memory holds one chunk's results, not the whole reply.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { SearchBackend } from './searcher.js';
+import { PayloadTooLargeError, readBody } from '../util/http-body.js';
 import {
-  BadSearchRequestError,
-  DEFAULT_LIMITS,
-  DEFAULT_TOPK,
-  type RequestLimits,
-  validateSearchRequest,
-} from './service.js';
+  DEFAULT_RETRIEVE_LIMITS,
+  type FastApiError,
+  parseRetrieveBody,
+  type RetrieveLimits,
+} from './retrieve-request.js';
+import { DEFAULT_TOPK } from './search-request.js';
+import type { SearchBackend, SearchHit } from './searcher.js';
 
 export interface RetrievalHttpOptions {
   port?: number;
   host?: string;
   defaultTopk?: number;
-  limits?: RequestLimits;
-  /** Largest accepted request body in bytes. */
+  limits?: RetrieveLimits;
+  /** Largest accepted request body in bytes (default 64 MiB: 8,192 queries of 8 KiB). */
   maxBodyBytes?: number;
+  /** Queries per backend search; the reply is streamed one chunk at a time (default 512). */
+  chunkQueries?: number;
 }
+
+export const DEFAULT_MAX_BODY_BYTES = 64 << 20;
+export const DEFAULT_CHUNK_QUERIES = 512;
 
 export interface RetrievalHttpServer extends AsyncDisposable {
   readonly url: string;
@@ -38,57 +49,60 @@ export interface RetrievalHttpServer extends AsyncDisposable {
   close(): Promise<void>;
 }
 
-class PayloadTooLargeError extends Error {
-  constructor(limit: number) {
-    super(`request body is larger than ${limit} bytes`);
-    this.name = 'PayloadTooLargeError';
-  }
-}
-
 export async function startRetrievalHttpServer(
   backend: SearchBackend,
   opts: RetrievalHttpOptions = {},
 ): Promise<RetrievalHttpServer> {
-  const maxBody = opts.maxBodyBytes ?? 1 << 20;
+  const maxBody = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const chunk = opts.chunkQueries ?? DEFAULT_CHUNK_QUERIES;
   const server = createServer((req, res) => {
-    handle(req, res).catch((e) => send(res, 500, { error: `internal error: ${(e as Error).message}` }));
+    handle(req, res).catch((e) => {
+      if (res.headersSent)
+        res.destroy(e as Error); // a cut reply, never a silently short one
+      else send(res, 500, { detail: `internal error: ${(e as Error).message}` });
+    });
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];
-    if (path !== '/retrieve')
-      return send(res, 404, { error: `no route ${req.method} ${path}; use POST /retrieve` });
-    if (req.method !== 'POST') return send(res, 405, { error: 'use POST /retrieve' });
+    if (path !== '/retrieve' && path !== '/retrieve/') return send(res, 404, { detail: 'Not Found' });
+    if (req.method !== 'POST') return send(res, 405, { detail: 'Method Not Allowed' });
+    let text: string;
+    try {
+      text = await readBody(req, maxBody);
+    } catch (e) {
+      if (e instanceof PayloadTooLargeError)
+        return send(res, 413, {
+          detail: `${e.message} (raise it with akbe index serve --max-body-bytes)`,
+        });
+      throw e;
+    }
     let body: unknown;
     try {
-      body = JSON.parse(await readBody(req, maxBody));
+      body = JSON.parse(text);
     } catch (e) {
-      if (e instanceof PayloadTooLargeError) return send(res, 413, { error: e.message });
-      return send(res, 400, { error: `body is not valid JSON: ${(e as Error).message}` });
+      return send(res, 422, { detail: [jsonError(text, e as Error)] });
     }
-    let request: ReturnType<typeof validateSearchRequest>;
-    let returnScores = false;
-    try {
-      const withDefault =
-        isObject(body) && (body.topk === undefined || body.topk === null || body.topk === 0)
-          ? { ...body, topk: opts.defaultTopk ?? DEFAULT_TOPK }
-          : body;
-      request = validateSearchRequest(withDefault, opts.limits ?? DEFAULT_LIMITS);
-      const rs = isObject(body) ? body.return_scores : undefined;
-      if (rs !== undefined && typeof rs !== 'boolean')
-        throw new BadSearchRequestError('"return_scores" must be a boolean');
-      returnScores = rs === true;
-    } catch (e) {
-      return send(res, 400, { error: (e as Error).message });
+    const parsed = parseRetrieveBody(body, opts.limits ?? DEFAULT_RETRIEVE_LIMITS);
+    if (!parsed.ok) return send(res, 422, { detail: parsed.errors });
+    const { queries, returnScores } = parsed.request;
+    const topk = parsed.request.topk ?? opts.defaultTopk ?? DEFAULT_TOPK;
+    const entry = (hits: SearchHit[]) =>
+      JSON.stringify(
+        hits.map((h) => {
+          const document = { id: h.id, contents: h.contents };
+          return returnScores ? { document, score: h.score } : document;
+        }),
+      );
+    // The first chunk is searched before the status is sent, so a failing index is a 500.
+    const first = await backend.search(queries.slice(0, chunk), topk);
+    res.writeHead(200, { 'content-type': 'application/json' });
+    await write(res, `{"result":[${first.map(entry).join(',')}`);
+    for (let at = chunk; at < queries.length; at += chunk) {
+      const hits = await backend.search(queries.slice(at, at + chunk), topk);
+      await write(res, `,${hits.map(entry).join(',')}`);
     }
-    const hits = await backend.search(request.queries, request.topk);
-    const result = hits.map((list) =>
-      list.map((h) => {
-        const document = { id: h.id, contents: h.contents };
-        return returnScores ? { document, score: h.score } : document;
-      }),
-    );
-    send(res, 200, { result });
+    res.end(']}');
   }
 
   await new Promise<void>((resolve, reject) => {
@@ -108,8 +122,32 @@ export async function startRetrievalHttpServer(
   return { url: `http://${host}:${port}`, port, server, close, [Symbol.asyncDispose]: close };
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+/** FastAPI's error for a body that is not JSON (`loc` holds the character position). */
+function jsonError(text: string, e: Error): FastApiError {
+  if (text.trim() === '') return { type: 'missing', loc: ['body'], msg: 'Field required', input: null };
+  const at = /position (\d+)/.exec(e.message);
+  return {
+    type: 'json_invalid',
+    loc: ['body', at ? Number(at[1]) : 0],
+    msg: 'JSON decode error',
+    input: {},
+    ctx: { error: e.message },
+  };
+}
+
+/** Writes and waits for the socket to take it (backpressure keeps the reply's memory bounded). */
+function write(res: ServerResponse, text: string): Promise<void> {
+  if (res.write(text)) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const done = (err?: Error) => {
+      res.off('drain', onDrain).off('close', onClose);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onDrain = () => done();
+    const onClose = () => done(new Error('client closed the connection'));
+    res.on('drain', onDrain).on('close', onClose);
+  });
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {
@@ -117,22 +155,4 @@ function send(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
-}
-
-function readBody(req: IncomingMessage, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > limit) {
-        reject(new PayloadTooLargeError(limit));
-        req.resume();
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
 }

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { type Passage, splitTitle } from './corpus.js';
 import type { Embedder } from './embedder.js';
 import { HnswWorker } from './hnsw.js';
+import { InvertedRows } from './inverted.js';
 import { LexicalEmbedder } from './lexical.js';
 import { createEmbedder, HNSW_FILE, type IndexMeta, OFFSETS_FILE, PASSAGES_FILE, readMeta } from './store.js';
 
@@ -46,38 +47,60 @@ export interface OpenIndexOptions {
   vocab?: string;
   /** Default HNSW ef for searches (>= k is enforced per search). */
   ef?: number;
+  /**
+   * Search a lexical index whose passages fit in memory (PASSAGE_CACHE_BYTES) exactly, through an
+   * inverted view of its passage vectors (inverted.ts), instead of the HNSW graph: the same
+   * results as the brute-force scan at a fraction of HNSW's per-query cost at that size. Other
+   * indexes (e5's dense vectors, large corpora) use the graph either way. Default false.
+   */
+  exact?: boolean;
 }
 
-/** Reads passages by label from passages.jsonl using the stored byte offsets. */
+/** passages.jsonl files up to this size are read into memory once (a world: ~200 KB per 1k passages). */
+export const PASSAGE_CACHE_BYTES = 64 * 1024 * 1024;
+
+/**
+ * Reads passages by label from passages.jsonl using the stored byte offsets: from memory when the
+ * file is small (no file read per hit), else from the file on demand (wiki-18 is ~14 GB).
+ */
 export class PassageStore {
   private constructor(
-    private readonly file: FileHandle,
+    private readonly file: FileHandle | null,
+    private readonly bytes: Buffer | null,
     private readonly offsets: Float64Array,
   ) {}
 
-  static async open(dir: string): Promise<PassageStore> {
-    const bytes = await readFile(join(dir, OFFSETS_FILE));
-    const offsets = new Float64Array(bytes.byteLength / 8);
-    new Uint8Array(offsets.buffer).set(bytes);
-    return new PassageStore(await open(join(dir, PASSAGES_FILE), 'r'), offsets);
+  static async open(dir: string, cacheBytes = PASSAGE_CACHE_BYTES): Promise<PassageStore> {
+    const raw = await readFile(join(dir, OFFSETS_FILE));
+    const offsets = new Float64Array(raw.byteLength / 8);
+    new Uint8Array(offsets.buffer).set(raw);
+    const size = offsets[offsets.length - 1] ?? 0;
+    if (size <= cacheBytes) return new PassageStore(null, await readFile(join(dir, PASSAGES_FILE)), offsets);
+    return new PassageStore(await open(join(dir, PASSAGES_FILE), 'r'), null, offsets);
   }
 
   get count(): number {
     return this.offsets.length - 1;
   }
 
+  /** The passages are held in memory (the file is at most the cache size). */
+  get inMemory(): boolean {
+    return this.bytes !== null;
+  }
+
   async get(label: number): Promise<Passage> {
     if (!(label >= 0 && label < this.count))
       throw new RangeError(`passage label ${label} out of range [0, ${this.count})`);
     const start = this.offsets[label];
-    const length = this.offsets[label + 1] - start;
-    const buf = Buffer.alloc(length);
-    await this.file.read(buf, 0, length, start);
+    const end = this.offsets[label + 1];
+    if (this.bytes) return JSON.parse(this.bytes.toString('utf8', start, end)) as Passage;
+    const buf = Buffer.alloc(end - start);
+    await this.file!.read(buf, 0, end - start, start);
     return JSON.parse(buf.toString('utf8')) as Passage;
   }
 
   async close(): Promise<void> {
-    await this.file.close();
+    await this.file?.close();
   }
 }
 
@@ -86,7 +109,8 @@ export class IndexSearcher implements SearchBackend, AsyncDisposable {
     readonly dir: string,
     readonly meta: IndexMeta,
     readonly embedder: Embedder,
-    private readonly hnsw: HnswWorker,
+    /** Exactly one of the two answers the searches: the HNSW graph in its worker, or the inverted view. */
+    private readonly rows: { hnsw: HnswWorker; inverted?: never } | { inverted: InvertedRows; hnsw?: never },
     private readonly passages: PassageStore,
     readonly ef: number,
     private readonly ownsEmbedder: boolean,
@@ -100,22 +124,30 @@ export class IndexSearcher implements SearchBackend, AsyncDisposable {
       if (embedder.fingerprint !== meta.fingerprint)
         throw new EmbedderMismatchError(dir, meta.fingerprint, embedder.fingerprint);
       const passages = await PassageStore.open(dir);
-      const hnsw = await HnswWorker.start(join(dir, HNSW_FILE), meta.dim).catch(async (e) => {
+      const rows = await openRows(dir, meta, embedder, passages, opts.exact ?? false).catch(async (e) => {
         await passages.close();
         throw e;
       });
-      return new IndexSearcher(dir, meta, embedder, hnsw, passages, opts.ef ?? 64, !opts.embedder);
+      return new IndexSearcher(dir, meta, embedder, rows, passages, opts.ef ?? 64, !opts.embedder);
     } catch (e) {
       if (!opts.embedder) await embedder.close();
       throw e;
     }
   }
 
+  /** How searches are answered: 'exact' (the inverted view) or 'hnsw' (the graph). */
+  get method(): 'exact' | 'hnsw' {
+    return this.rows.inverted ? 'exact' : 'hnsw';
+  }
+
   /** Top-k passages for each query, best first. */
   async search(queries: string[], k: number, ef = this.ef): Promise<SearchHit[][]> {
     if (queries.length === 0) return [];
     const rows = await this.embedder.embedQueries(queries);
-    const tops = await this.hnsw.search(rows, k, Math.max(ef, k));
+    const { inverted, hnsw } = this.rows;
+    const tops = inverted
+      ? rows.map((row) => inverted.search(row, k))
+      : await hnsw.search(rows, k, Math.max(ef, k));
     return Promise.all(
       tops.map((top) =>
         Promise.all(
@@ -134,7 +166,7 @@ export class IndexSearcher implements SearchBackend, AsyncDisposable {
   }
 
   async close(): Promise<void> {
-    await this.hnsw.close();
+    await this.rows.hnsw?.close();
     await this.passages.close();
     if (this.ownsEmbedder) await this.embedder.close();
   }
@@ -142,6 +174,23 @@ export class IndexSearcher implements SearchBackend, AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
+}
+
+/** The rows searches run over: the inverted view when asked for and possible, else the HNSW graph. */
+async function openRows(
+  dir: string,
+  meta: IndexMeta,
+  embedder: Embedder,
+  passages: PassageStore,
+  exact: boolean,
+): Promise<{ hnsw: HnswWorker } | { inverted: InvertedRows }> {
+  if (exact && meta.embedder === 'lexical' && passages.inMemory) {
+    // The lexical embedder is deterministic and fingerprint-checked: these are the index's rows.
+    const texts: string[] = [];
+    for (let label = 0; label < passages.count; label++) texts.push((await passages.get(label)).contents);
+    return { inverted: InvertedRows.fromRows(await embedder.embedPassages(texts), meta.dim) };
+  }
+  return { hnsw: await HnswWorker.start(join(dir, HNSW_FILE), meta.dim) };
 }
 
 /** Recreates the query embedder an index was built with (e5 paths may be overridden). */

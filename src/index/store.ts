@@ -15,6 +15,7 @@ import { mkdtemp, open, readdir, readFile, rename, rm, rmdir, writeFile } from '
 import { basename, dirname, join, resolve } from 'node:path';
 import { Progress } from '../util/progress.js';
 import { type Passage, readCorpus } from './corpus.js';
+import { E5Embedder } from './e5.js';
 import type { Embedder, EmbedderKind } from './embedder.js';
 import { HNSW_DEFAULTS, HnswIndex, type HnswParams } from './hnsw.js';
 import { DocumentFrequencies, LEXICAL_DEFAULTS, LexicalEmbedder, type LexicalParams } from './lexical.js';
@@ -193,10 +194,9 @@ export async function buildIndex(opts: BuildIndexOptions): Promise<IndexMeta> {
   }
 }
 
-/** Creates an embedder from its spec (e5 loads onnxruntime lazily). */
+/** Creates an embedder from its spec (e5's worker loads onnxruntime when it starts). */
 export async function createEmbedder(spec: EmbedderSpec): Promise<Embedder> {
   if (spec.kind === 'e5') {
-    const { E5Embedder } = await import('./e5.js');
     return E5Embedder.create({
       model: spec.model,
       vocab: spec.vocab,

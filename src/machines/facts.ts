@@ -10,10 +10,9 @@
  *
  * Names follow the catalog: question.assigned, rollout.started, rollout.turn, tool.called, rollout.completed,
  * group.completed, boundary.labeled, learner.step, policy.published, step.started, run.finished.
- * A rollout's StopReason maps to the catalog's finishReason as answer -> 'answer',
- * length -> 'max-tokens', tool-limit -> 'max-turns', eos | invalid-action -> 'format-error'.
  */
 import { type AnyActorRef, type EventObject, enqueueActions } from 'xstate';
+import type { Json } from '../events/schema.js';
 import type { StepMetrics } from '../rl/metrics.js';
 import type {
   BoundaryCategory,
@@ -21,7 +20,7 @@ import type {
   QuestionGroup,
   RolloutPath,
   RolloutResult,
-  StopReason,
+  TurnActionKind,
 } from '../rl/types.js';
 
 export type RolloutFact =
@@ -43,10 +42,12 @@ export type RolloutFact =
       seed: number;
       tokenIds: number[];
       /** 'think' = the turn ended without an action (EOS or the length limit). */
-      action: 'think' | 'search' | 'answer' | 'invalid';
+      action: TurnActionKind;
     }
   | {
       type: 'tool.called';
+      /** The tool's name (src/tools). */
+      tool: string;
       questionId: string;
       rolloutId: string;
       policyVersion: number;
@@ -54,8 +55,8 @@ export type RolloutFact =
       call: number;
       query: string;
       observationTokenIds: number[];
-      passageIds: string[];
-      scores: number[];
+      /** What the tool records of its reply (search: passageIds, scores). */
+      record: { [key: string]: Json };
       latencyMs: number;
       error: string | null;
     }
@@ -71,8 +72,23 @@ export type QuestionFact =
       gold: string[];
       split: string;
       groupSize: { withTool: number; noTool: number };
+      /** The world's oracle (absent when the questions carry none). */
+      known?: boolean;
     }
   | { type: 'group.completed'; group: QuestionGroup };
+
+/** Why the learner did not train a group (maxStaleness >= 1). */
+export type DropReason = 'too-stale' | 'step-trained';
+
+/** A group the learner dropped, as `learner.step` records it. */
+export interface DroppedGroup {
+  questionId: string;
+  step: number;
+  policyVersion: number;
+  /** The version the group's step trains (or trained) from. */
+  trainVersion: number;
+  reason: DropReason;
+}
 
 export type LearnerFact =
   | {
@@ -96,10 +112,25 @@ export type LearnerFact =
       batch: { rows: number; T: number; lossTokens: number; miniBatches: number };
       /** Seed of the question shuffle before the mini-batch split. */
       miniBatchSeed: number;
+      /** maxStaleness >= 1: the version the update started from (pi_prox; policyVersion + staleness). */
+      trainVersion?: number;
+      /** maxStaleness >= 1: the step's groups the learner dropped, with why. */
+      dropped?: DroppedGroup[];
     }
   | { type: 'policy.published'; step: number; version: number; checkpoint?: string }
-  /** A group whose version is not the learner's current one (never expected on-policy). */
-  | { type: 'group.discarded'; questionId: string; policyVersion: number; expectedVersion: number };
+  /**
+   * A group the learner will not train: synchronous, one whose version is not the current one
+   * (never expected); maxStaleness >= 1, one too stale for its step or of a step already trained
+   * (`step`, `reason`; expectedVersion: the version its step trains from).
+   */
+  | {
+      type: 'group.discarded';
+      questionId: string;
+      policyVersion: number;
+      expectedVersion: number;
+      step?: number;
+      reason?: DropReason;
+    };
 
 export type RunFact =
   /** `seed`: the question-sampling seed, deriveSeed(runSeed, 'questions', step). */
@@ -110,13 +141,6 @@ export type AkbeFact = RolloutFact | QuestionFact | LearnerFact | RunFact;
 
 /** The event a child sends its parent to relay a fact. */
 export type FactEvent = { type: 'fact'; fact: AkbeFact };
-
-export function finishReasonOf(stop: StopReason): 'answer' | 'max-tokens' | 'max-turns' | 'format-error' {
-  if (stop === 'answer') return 'answer';
-  if (stop === 'length') return 'max-tokens';
-  if (stop === 'tool-limit') return 'max-turns';
-  return 'format-error';
-}
 
 /**
  * The `report` action: emit the fact to this actor's listeners and relay it to the parent, if any.

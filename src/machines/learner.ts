@@ -1,8 +1,15 @@
 /**
- * The learner machine: a long-lived actor that consumes `group.completed` groups of the current
- * policy version k, and once it has B of them takes one training step:
+ * The learner machine: a long-lived actor that consumes `group.completed` groups, and once it has
+ * the B groups of its next step takes one training step:
  *
  *   collecting ──B groups──► training (invoke `train`) ──new version──► collecting (version k+1)
+ *
+ * Synchronous (maxStaleness 0, the paper): every group must come from the current version k; one
+ * of another version is discarded (`group.discarded`). With maxStaleness η >= 1 groups of later
+ * steps arrive while a step trains: the learner keeps them by step, trains the steps in order
+ * (step j from version base + j), and drops a group whose version would be more than η behind the
+ * version its step trains from, or whose step already trained; each drop is a `group.discarded`
+ * with its reason and is listed in the step's `learner.step` (`dropped`), never silent.
  *
  * Between the two it is pure (src/rl): labels every question's knowledge boundary and picks its
  * target, computes GRPO advantages over each with-tool group, assembles the batch (masks,
@@ -16,12 +23,15 @@
  * deriveSeed(runSeed, 'minibatch', step) before the mini-batch split, so the batch does not depend
  * on the order in which groups finished.
  */
-import { assign, enqueueActions, fromPromise, setup } from 'xstate';
+import { and, assign, enqueueActions, fromPromise, not, setup } from 'xstate';
 import { getAdvantage } from '../rl/advantages.js';
+import { algorithmOptions, getAlgorithm } from '../rl/algorithms/index.js';
 import { assembleBatch, type BatchQuestion, type TrainBatch } from '../rl/batch.js';
 import { labelBoundary } from '../rl/boundary.js';
-import type { LossTerm } from '../rl/losses.js';
-import { boundaryShifts, type StepMetrics, stepMetrics } from '../rl/metrics.js';
+import { rejectedFor } from '../rl/dpo.js';
+import type { AkbeAggregation, LossTerm } from '../rl/losses.js';
+import { boundaryShifts, type StepMetrics, stepMetrics, type ToolCallCount } from '../rl/metrics.js';
+import type { OfflineTarget } from '../rl/offline.js';
 import type {
   BoundaryCategory,
   BoundaryLabel,
@@ -30,7 +40,9 @@ import type {
   TargetSelection,
 } from '../rl/types.js';
 import { deriveSeed, Rng } from '../util/rng.js';
-import { type AkbeFact, type LearnerFact, reportFact } from './facts.js';
+import { type AkbeFact, type DroppedGroup, type DropReason, type LearnerFact, reportFact } from './facts.js';
+
+export type { DroppedGroup, DropReason };
 
 /** The trainer published a version other than the one after the batch's version. */
 export class PolicyVersionError extends Error {
@@ -49,16 +61,29 @@ export class PolicyVersionError extends Error {
 
 export interface LearnerInput {
   runSeed: number;
+  /** η: how many versions a trained group may lag the version it trains from (default 0). */
+  maxStaleness?: number;
+  /** The first step to train (default initialVersion: a synchronous run trains step k from version k). */
+  initialStep?: number;
   /** B: groups per training step. */
   batchQuestions: number;
   miniBatchQuestions: number;
-  algo: 'grpo' | 'akbe';
+  /** Algorithm name (src/rl/algorithms): its rewards, whether it trains AKBE targets. */
+  algo: string;
+  /** The algorithm's options (defaults filled in for missing ones). */
+  algoOptions?: Readonly<Record<string, number>>;
   /** Advantage estimator name (src/rl/advantages registry). */
   advantage: string;
   targetSelection: TargetSelection;
   targetContext: TargetContext;
+  /** How L_AKBE averages target tokens (src/rl/losses.ts); default 'per-target'. */
+  akbeAggregation?: AkbeAggregation;
+  /** How TC counts tool calls in the step metrics (src/rl/metrics.ts); default 'emitted'. */
+  toolCallCount?: ToolCallCount;
   /** The loss terms to train with (src/rl/losses `lossTermsFor(config)`). */
   losses: LossTerm[];
+  /** offline-akbe: each question's record built once from the frozen checkpoint (src/rl/offline.ts). */
+  offlineTargets?: Readonly<Record<string, OfflineTarget>>;
   /** Version the first groups are expected from (0 for a fresh run). */
   initialVersion: number;
   /** Each question's latest category before this learner started (a resumed run's log). */
@@ -69,7 +94,10 @@ export interface LearnerInput {
 
 export interface TrainRequest {
   step: number;
-  /** pi_old: the version that produced every rollout of the batch. */
+  /**
+   * The version the update starts from (pi_prox); synchronous runs: also the version that produced
+   * every rollout of the batch (pi_old).
+   */
   policyVersion: number;
   batch: TrainBatch;
   losses: LossTerm[];
@@ -110,6 +138,8 @@ export function prepareStep(
   const miniBatchSeed = deriveSeed(input.runSeed, 'minibatch', step);
   new Rng(miniBatchSeed).shuffle(groups);
   const advantageFn = getAdvantage(input.advantage);
+  const algorithm = getAlgorithm(input.algo);
+  const algoOptions = algorithmOptions(algorithm, input.algoOptions);
   const labels = groups.map((g) =>
     labelBoundary(g.withTool, g.noTool, {
       runSeed: input.runSeed,
@@ -118,14 +148,27 @@ export function prepareStep(
       targetContext: input.targetContext,
     }),
   );
+  const dpo = algorithm.dpoPairs === true;
+  const offline = algorithm.offlineTargets === true;
   const questions: BatchQuestion[] = groups.map((group, i) => ({
     group,
     label: labels[i],
-    advantages: advantageFn(group.withTool.map((r) => r.reward)),
+    advantages: advantageFn(algorithm.rewards(group.withTool, algoOptions)),
+    ...(dpo
+      ? {
+          rejected: rejectedFor(group, labels[i], {
+            runSeed: input.runSeed,
+            step,
+            toolCallCount: input.toolCallCount,
+          }),
+        }
+      : {}),
+    ...(offline ? { offline: offlineTargetOf(input.offlineTargets, group.questionId).target } : {}),
   }));
   const batch = assembleBatch(questions, {
-    algo: input.algo,
+    algo: dpo ? 'dpo' : offline ? 'offline' : algorithm.akbeTargets ? 'akbe' : 'grpo',
     miniBatchQuestions: input.miniBatchQuestions,
+    akbeAggregation: input.akbeAggregation,
     padId: input.padId,
     padTo: input.padTo,
   });
@@ -139,9 +182,15 @@ export function prepareStep(
     labels,
     previous: labels.map((l) => prevMap.get(l.questionId) ?? null),
     batch,
-    metrics: stepMetrics(groups, labels, shifts),
+    metrics: stepMetrics(groups, labels, shifts, input.toolCallCount),
     lastCategory: Object.fromEntries(latest),
   };
+}
+
+function offlineTargetOf(targets: LearnerInput['offlineTargets'], questionId: string): OfflineTarget {
+  const t = targets?.[questionId];
+  if (!t) throw new Error(`learner: offline-akbe has no offline target record for question ${questionId}`);
+  return t;
 }
 
 export function selectionRuleOf(label: BoundaryLabel, targetSelection: TargetSelection): string {
@@ -149,13 +198,46 @@ export function selectionRuleOf(label: BoundaryLabel, targetSelection: TargetSel
   return label.category === 'tool-dependent' ? targetSelection : 'random-correct-no-tool';
 }
 
+/** Every group of a step was too stale (maxStaleness >= 1): there is nothing to train on. */
+export class StaleStepError extends Error {
+  constructor(
+    readonly step: number,
+    readonly dropped: readonly DroppedGroup[],
+  ) {
+    super(
+      `learner: step ${step} has no group within maxStaleness (${dropped.length} dropped: ${dropped.map((d) => `${d.questionId} v${d.policyVersion}`).join(', ')})`,
+    );
+    this.name = 'StaleStepError';
+  }
+}
+
+/** The version `group`'s step trains from, and why it cannot be trained (null: it can). Pure. */
+export function groupVerdict(
+  group: Pick<QuestionGroup, 'step' | 'policyVersion'>,
+  next: { step: number; version: number },
+  maxStaleness: number,
+): { trainVersion: number; reason: DropReason | null } {
+  const trainVersion = next.version + (group.step - next.step);
+  if (group.step < next.step) return { trainVersion, reason: 'step-trained' };
+  return { trainVersion, reason: trainVersion - group.policyVersion > maxStaleness ? 'too-stale' : null };
+}
+
 export interface LearnerContext {
   input: LearnerInput;
   version: number;
+  /** The next step to train. */
+  step: number;
+  /** Groups dropped for steps not trained yet (asynchronous runs). */
+  dropped: DroppedGroup[];
   groups: QuestionGroup[];
   prepared: PreparedStep | null;
   lastCategory: Record<string, BoundaryCategory>;
   stepsDone: number;
+}
+
+/** The step the learner trains next and its version (while a step trains: the one after it). */
+function nextToTrain(c: LearnerContext): { step: number; version: number } {
+  return c.prepared ? { step: c.prepared.step + 1, version: c.version + 1 } : c;
 }
 
 export type LearnerEvent = { type: 'group.completed'; group: QuestionGroup };
@@ -174,16 +256,52 @@ export const learnerMachine = setup({
   },
   actions: {
     report: reportFact<AkbeFact>(),
+    keepGroup: assign({ groups: ({ context, event }) => [...context.groups, event.group] }),
+    dropGroup: enqueueActions(({ enqueue, context, event }) => {
+      const g = event.group;
+      const next = nextToTrain(context);
+      const { trainVersion, reason } = groupVerdict(g, next, context.input.maxStaleness ?? 0);
+      const drop: DroppedGroup = {
+        questionId: g.questionId,
+        step: g.step,
+        policyVersion: g.policyVersion,
+        trainVersion,
+        reason: reason ?? 'too-stale',
+      };
+      if (g.step >= next.step) enqueue.assign({ dropped: [...context.dropped, drop] });
+      enqueue({
+        type: 'report',
+        params: {
+          type: 'group.discarded',
+          questionId: g.questionId,
+          policyVersion: g.policyVersion,
+          expectedVersion: trainVersion,
+          step: g.step,
+          reason: drop.reason,
+        } satisfies LearnerFact,
+      });
+    }),
   },
   guards: {
     'isCurrentVersion?': ({ context, event }) => event.group.policyVersion === context.version,
-    'batchFull?': ({ context }) => context.groups.length >= context.input.batchQuestions,
+    'isSynchronous?': ({ context }) => (context.input.maxStaleness ?? 0) === 0,
+    'trainable?': ({ context, event }) =>
+      groupVerdict(event.group, nextToTrain(context), context.input.maxStaleness ?? 0).reason === null,
+    'batchFull?': ({ context }) => {
+      if ((context.input.maxStaleness ?? 0) === 0)
+        return context.groups.length >= context.input.batchQuestions;
+      const ofStep = (g: { step: number }) => g.step === context.step;
+      const seen = context.groups.filter(ofStep).length + context.dropped.filter(ofStep).length;
+      return seen >= context.input.batchQuestions;
+    },
   },
 }).createMachine({
   id: 'learner',
   context: ({ input }) => ({
     input,
     version: input.initialVersion,
+    step: input.initialStep ?? input.initialVersion,
+    dropped: [],
     groups: [],
     prepared: null,
     lastCategory: { ...(input.initialLastCategory ?? {}) },
@@ -194,10 +312,9 @@ export const learnerMachine = setup({
     collecting: {
       on: {
         'group.completed': [
-          {
-            guard: 'isCurrentVersion?',
-            actions: assign({ groups: ({ context, event }) => [...context.groups, event.group] }),
-          },
+          { guard: and(['isSynchronous?', 'isCurrentVersion?']), actions: 'keepGroup' },
+          { guard: and([not('isSynchronous?'), 'trainable?']), actions: 'keepGroup' },
+          { guard: not('isSynchronous?'), actions: 'dropGroup' },
           {
             actions: {
               type: 'report',
@@ -215,14 +332,31 @@ export const learnerMachine = setup({
       always: { guard: 'batchFull?', target: 'training' },
     },
     training: {
+      // Asynchronous runs: later steps' groups arrive while this one trains.
+      on: {
+        'group.completed': [
+          { guard: and([not('isSynchronous?'), 'trainable?']), actions: 'keepGroup' },
+          { guard: not('isSynchronous?'), actions: 'dropGroup' },
+        ],
+      },
       entry: enqueueActions(({ enqueue, context }) => {
-        const groups = context.groups.slice(0, context.input.batchQuestions);
+        const B = context.input.batchQuestions;
+        let groups: QuestionGroup[];
+        let rest: QuestionGroup[];
+        if ((context.input.maxStaleness ?? 0) === 0) {
+          groups = context.groups.slice(0, B);
+          rest = context.groups.slice(B);
+        } else {
+          groups = context.groups.filter((g) => g.step === context.step).slice(0, B);
+          rest = context.groups.filter((g) => !groups.includes(g));
+          if (groups.length === 0)
+            throw new StaleStepError(
+              context.step,
+              context.dropped.filter((d) => d.step === context.step),
+            );
+        }
         const prepared = prepareStep(context.input, groups, context.lastCategory);
-        enqueue.assign({
-          prepared,
-          groups: context.groups.slice(context.input.batchQuestions),
-          lastCategory: prepared.lastCategory,
-        });
+        enqueue.assign({ prepared, groups: rest, lastCategory: prepared.lastCategory });
         prepared.labels.forEach((label, i) => {
           const fact: LearnerFact = {
             type: 'boundary.labeled',
@@ -239,7 +373,7 @@ export const learnerMachine = setup({
         src: 'train',
         input: ({ context }) => ({
           step: context.prepared!.step,
-          policyVersion: context.prepared!.policyVersion,
+          policyVersion: context.version,
           batch: context.prepared!.batch,
           losses: context.input.losses,
         }),
@@ -248,9 +382,17 @@ export const learnerMachine = setup({
           actions: enqueueActions(({ enqueue, context, event, self }) => {
             const p = context.prepared!;
             const { version, metrics, checkpoint } = event.output;
-            if (version !== p.policyVersion + 1) throw new PolicyVersionError(p.policyVersion + 1, version);
-            enqueue.assign({ version, prepared: null, stepsDone: context.stepsDone + 1 });
+            if (version !== context.version + 1) throw new PolicyVersionError(context.version + 1, version);
+            const dropped = context.dropped.filter((d) => d.step === p.step);
+            enqueue.assign({
+              version,
+              step: p.step + 1,
+              dropped: context.dropped.filter((d) => d.step > p.step),
+              prepared: null,
+              stepsDone: context.stepsDone + 1,
+            });
             const b = p.batch;
+            const asynchronous = (context.input.maxStaleness ?? 0) > 0;
             enqueue({
               type: 'report',
               params: {
@@ -261,6 +403,7 @@ export const learnerMachine = setup({
                 trainMetrics: metrics,
                 batch: { rows: b.rows, T: b.T, lossTokens: b.lossTokens, miniBatches: b.miniBatches.length },
                 miniBatchSeed: p.miniBatchSeed,
+                ...(asynchronous ? { trainVersion: context.version, dropped } : {}),
               } satisfies LearnerFact,
             });
             enqueue({

@@ -35,6 +35,8 @@ export interface QuestionSpec {
   /** The question text and its split (e.g. 'single-hop'), for the log only. */
   text?: string;
   split?: string;
+  /** The world's oracle: are the facts it needs known to the base policy? (log only; absent: no oracle) */
+  known?: boolean;
   /** Prompt of the with-tool template (tools described and allowed). */
   withToolPrompt: number[];
   /** Prompt of the no-tool template (answer from memory). */
@@ -135,6 +137,7 @@ export const questionMachine = setup({
             gold: q.gold,
             split: q.split ?? 'train',
             groupSize: { withTool: context.gWithTool, noTool: context.gNoTool },
+            ...(q.known === undefined ? {} : { known: q.known }),
           } satisfies QuestionFact,
         });
         const inputs = rolloutInputs(context);

@@ -1,14 +1,17 @@
 /**
  * The rollout machine: one trajectory of one question on one path (with-tool or no-tool).
  *
- *   generating ──generate──► deciding ──search──► searching ──observation──► generating …
+ *   generating ──generate──► deciding ──tool call──► callingTool ──observation──► generating …
  *                               └── answer | eos | length | tool-limit | invalid-action ──► done
  *
  * Effects are two injected actors, each taking an AbortSignal (house rule 4): `generate` (the policy
- * service: token ids in, new token ids + logprobs + their text out) and `search` (the search
- * service: a query in, the observation block's token ids and text out, `<information>` tags
- * included). Tests and the wiring swap them with `.provide({ actors })`. The machine itself is pure:
- * it owns the tag grammar, the tool-call and length limits, and scoring.
+ * service: token ids in, new token ids + logprobs + their text out) and `callTool` (a tool call:
+ * the tool's tag and argument text in, the observation block's token ids and text out,
+ * `<information>` tags included; src/tools holds the tools, src/actors the wiring). Tests and the
+ * wiring swap them with `.provide({ actors })`. The machine itself is pure: it owns the tag grammar
+ * (over the tags in `limits.toolTags`), the tool-call and length limits, and scoring. The state that waits
+ * for a tool is `callingTool`, whichever tool it is (it was `searching` before tools were
+ * plugins; no event records state names, so old logs replay unchanged).
  *
  * Choices where the grammar is silent:
  * - A search beyond `maxToolCalls` is not executed: the rollout ends with stop 'tool-limit', no
@@ -22,9 +25,10 @@
  *   that differ, more tokens than asked) is an error (RolloutProtocolError).
  */
 import { assign, fromPromise, setup } from 'xstate';
-import { checkFormat, parseTurn } from '../rl/format.js';
+import type { Json } from '../events/schema.js';
+import { checkFormat, DEFAULT_TOOL_TAGS, isToolCall, parseTurn } from '../rl/format.js';
 import { scoreTrajectory } from '../rl/reward.js';
-import type { RolloutPath, RolloutResult, StopReason, TextSegment } from '../rl/types.js';
+import type { RolloutPath, RolloutResult, StopReason, TextSegment, TurnActionKind } from '../rl/types.js';
 import { deriveSeed } from '../util/rng.js';
 import { type RolloutFact, reportFact } from './facts.js';
 
@@ -39,7 +43,10 @@ export class RolloutProtocolError extends Error {
   }
 }
 
+/** What a rollout may do: which tools it may call, how often, and how many tokens it may hold. */
 export interface RolloutLimits {
+  /** Tags of the tools the with-tool path may call (default: src/rl/format.ts DEFAULT_TOOL_TAGS). */
+  toolTags?: string[];
   maxToolCalls: number;
   /** Generated + observation tokens after the prompt. */
   maxResponseTokens: number;
@@ -84,26 +91,31 @@ export interface GenerateResult {
   finish: 'stop' | 'eos' | 'length';
 }
 
-export interface SearchRequest {
+export interface ToolRequest {
   rolloutId: string;
   questionId: string;
+  /** The tag the policy wrote (`<search>` -> 'search'): names the tool. */
+  tag: string;
+  /** The argument text between the tags, stripped. */
   query: string;
   /** 1-based index of this call in the rollout. */
   call: number;
   turn: number;
 }
 
-export interface SearchResult {
+export interface ToolResult {
+  /** The tool's name, as tool.called records it. */
+  tool: string;
   /** The observation block, `<information>` … `</information>` included. */
   tokens: number[];
   text: string;
-  passageIds?: string[];
-  scores?: number[];
+  /** What the tool records of its reply (search: passageIds, scores). */
+  record?: { [key: string]: Json };
   latencyMs?: number;
   error?: string | null;
 }
 
-type Decision = 'search' | StopReason;
+type Decision = 'tool' | StopReason;
 
 export interface RolloutContext extends RolloutInput {
   responseTokens: number[];
@@ -114,6 +126,7 @@ export interface RolloutContext extends RolloutInput {
   turns: number;
   lastTurn: { text: string; tokens: number[]; finish: GenerateResult['finish'] } | null;
   pendingQuery: string;
+  pendingTag: string;
   decision: Decision | null;
   result: RolloutResult | null;
 }
@@ -121,22 +134,31 @@ export interface RolloutContext extends RolloutInput {
 const remaining = (c: RolloutContext) => c.limits.maxResponseTokens - c.responseTokens.length;
 
 /** What to do after a turn: pure, from the context with the turn already appended. */
-export function decideAfterTurn(c: RolloutContext): { decision: Decision; query: string } {
+export function decideAfterTurn(c: RolloutContext): { decision: Decision; query: string; tag: string } {
   const turn = c.lastTurn!;
-  const action = parseTurn(turn.text);
-  const check = checkFormat(c.segments, c.path, { maxToolCalls: c.limits.maxToolCalls, partial: true });
-  const overLimit =
-    c.path === 'with-tool' && action.kind === 'search' && c.toolCalls >= c.limits.maxToolCalls;
+  const tags = c.limits.toolTags ?? DEFAULT_TOOL_TAGS;
+  const action = parseTurn(turn.text, tags);
+  const check = checkFormat(c.segments, c.path, {
+    maxToolCalls: c.limits.maxToolCalls,
+    partial: true,
+    toolTags: tags,
+  });
+  const none = { query: '', tag: '' };
+  const call = isToolCall(action) ? action : null;
+  const overLimit = c.path === 'with-tool' && call !== null && c.toolCalls >= c.limits.maxToolCalls;
   if (overLimit && (check.ok || check.reason === 'too-many-searches'))
-    return { decision: 'tool-limit', query: '' };
-  if (!check.ok) return { decision: 'invalid-action', query: '' };
-  if (action.kind === 'answer') return { decision: 'answer', query: '' };
-  if (action.kind === 'search') return { decision: 'search', query: action.query };
-  return { decision: turn.finish === 'length' || remaining(c) <= 0 ? 'length' : 'eos', query: '' };
+    return { decision: 'tool-limit', ...none };
+  if (!check.ok) return { decision: 'invalid-action', ...none };
+  if (action.kind === 'answer') return { decision: 'answer', ...none };
+  if (call) return { decision: 'tool', query: call.query, tag: call.kind };
+  return { decision: turn.finish === 'length' || remaining(c) <= 0 ? 'length' : 'eos', ...none };
 }
 
 function finish(c: RolloutContext, stop: StopReason): RolloutResult {
-  const score = scoreTrajectory(c.segments, c.path, c.gold, { maxToolCalls: c.limits.maxToolCalls });
+  const score = scoreTrajectory(c.segments, c.path, c.gold, {
+    maxToolCalls: c.limits.maxToolCalls,
+    toolTags: c.limits.toolTags,
+  });
   const formatOk = stop === 'answer' && score.formatOk;
   return {
     questionId: c.questionId,
@@ -161,8 +183,8 @@ function finish(c: RolloutContext, stop: StopReason): RolloutResult {
   };
 }
 
-const turnAction = (d: Decision): 'think' | 'search' | 'answer' | 'invalid' =>
-  d === 'search' || d === 'tool-limit'
+const turnAction = (d: Decision): TurnActionKind =>
+  d === 'tool' || d === 'tool-limit'
     ? 'search'
     : d === 'answer'
       ? 'answer'
@@ -182,16 +204,16 @@ export const rolloutMachine = setup({
     generate: fromPromise<GenerateResult, GenerateRequest>(async () => {
       throw new Error('rollout machine: provide a `generate` actor (the policy service)');
     }),
-    search: fromPromise<SearchResult, SearchRequest>(async () => {
-      throw new Error('rollout machine: provide a `search` actor (the search service)');
+    callTool: fromPromise<ToolResult, ToolRequest>(async () => {
+      throw new Error('rollout machine: provide a `callTool` actor (the tools, src/tools)');
     }),
   },
   actions: {
     report: reportFact<RolloutFact>(),
   },
   guards: {
-    'wantsSearch?': ({ context }) => context.decision === 'search',
-    'isFinished?': ({ context }) => context.decision !== null && context.decision !== 'search',
+    'wantsTool?': ({ context }) => context.decision === 'tool',
+    'isFinished?': ({ context }) => context.decision !== null && context.decision !== 'tool',
     'outOfTokens?': ({ context }) => remaining(context) <= 0,
   },
 }).createMachine({
@@ -206,6 +228,7 @@ export const rolloutMachine = setup({
     turns: 0,
     lastTurn: null,
     pendingQuery: '',
+    pendingTag: '',
     decision: null,
     result: null,
   }),
@@ -265,8 +288,8 @@ export const rolloutMachine = setup({
                 turns: c.turns + 1,
                 lastTurn: { text: out.text, tokens: out.tokens, finish: out.finish },
               };
-              const { decision, query } = decideAfterTurn(next);
-              return { ...next, decision, pendingQuery: query };
+              const { decision, query, tag } = decideAfterTurn(next);
+              return { ...next, decision, pendingQuery: query, pendingTag: tag };
             }),
             {
               type: 'report',
@@ -287,16 +310,17 @@ export const rolloutMachine = setup({
     },
     deciding: {
       always: [
-        { guard: 'wantsSearch?', target: 'searching' },
+        { guard: 'wantsTool?', target: 'callingTool' },
         { guard: 'isFinished?', target: 'done' },
       ],
     },
-    searching: {
+    callingTool: {
       invoke: {
-        src: 'search',
+        src: 'callTool',
         input: ({ context: c }) => ({
           rolloutId: c.rolloutId,
           questionId: c.questionId,
+          tag: c.pendingTag,
           query: c.pendingQuery,
           call: c.toolCalls + 1,
           turn: c.turns - 1,
@@ -319,6 +343,7 @@ export const rolloutMachine = setup({
               type: 'report',
               params: ({ context: c, event }) => ({
                 type: 'tool.called' as const,
+                tool: event.output.tool,
                 questionId: c.questionId,
                 rolloutId: c.rolloutId,
                 policyVersion: c.policyVersion,
@@ -326,8 +351,7 @@ export const rolloutMachine = setup({
                 call: c.toolCalls,
                 query: c.pendingQuery,
                 observationTokenIds: event.output.tokens,
-                passageIds: event.output.passageIds ?? [],
-                scores: event.output.scores ?? [],
+                record: event.output.record ?? {},
                 latencyMs: event.output.latencyMs ?? 0,
                 error: event.output.error ?? null,
               }),
@@ -339,7 +363,7 @@ export const rolloutMachine = setup({
     observed: {
       always: [
         { guard: 'outOfTokens?', target: 'done', actions: assign({ decision: 'length' }) },
-        { target: 'generating', actions: assign({ decision: null, pendingQuery: '' }) },
+        { target: 'generating', actions: assign({ decision: null, pendingQuery: '', pendingTag: '' }) },
       ],
     },
     done: {

@@ -1,15 +1,24 @@
 /**
- * The run machine: training steps 0..N-1, strictly on-policy.
+ * The run machine: training steps 0..N-1, with up to `maxStaleness` (η) steps of rollouts ahead
+ * of training.
  *
- *   stepping(k) ──B groups forwarded to the learner──► awaitingPolicy ──policy.published k+1──► stepping(k+1) … done
+ *   running: open every step whose rollout version is published ─► forward finished groups to the
+ *            learner ─► policy.published v+1 opens the next step(s) ─► … ─► done (every step trained)
  *
- * Step k samples B distinct questions (seeded: deriveSeed(runSeed, 'questions', step)), spawns one
- * question machine per question with policyVersion = k's version, and forwards each finished
- * group to the learner (a child spawned at start). Step k+1 starts only when the learner has
- * published version k+1, so every rollout of step k comes from policy version k. Evaluation,
- * checkpoints and progress bars belong to the caller (`akbe train`), which listens to the facts.
+ * Step j rolls out with version rolloutVersionOf(j, η) = base + max(0, j - η) (base: the run's
+ * first version, 0), and opens as soon as that version is published: it samples B distinct
+ * questions (seeded: deriveSeed(runSeed, 'questions', j)) and spawns one question machine per
+ * question at that version (both paths of a question come from one version). The learner (a child
+ * spawned at start) trains the steps in order, step j from version base + j; so step j's rows are
+ * min(j - base, η) versions old, never more than η. This is AReaL's admission rule (a batch may
+ * start while its index is at most the newest version + η), and it makes a step's version a
+ * function of its index: a run is reproducible, and a resumed run reopens a step on the version it
+ * first had. η = 0 is the paper's synchronous loop: step j+1 opens when step j has published j+1.
+ * Evaluation, checkpoints and progress bars belong to the caller (`akbe train`), which listens to
+ * the facts.
  */
 import { assign, enqueueActions, setup } from 'xstate';
+import { rolloutVersionOf } from '../rl/staleness.js';
 import type { QuestionGroup } from '../rl/types.js';
 import { deriveSeed, Rng } from '../util/rng.js';
 import { type AkbeFact, type FactEvent, type RunFact, reportFact } from './facts.js';
@@ -28,11 +37,16 @@ export interface RunInput {
   limits: RolloutLimits;
   sampling?: { temperature: number; topP: number };
   /** The learner's settings (runSeed, batchQuestions and initialVersion are taken from here). */
-  learner: Omit<LearnerInput, 'runSeed' | 'batchQuestions' | 'initialVersion'>;
+  learner: Omit<
+    LearnerInput,
+    'runSeed' | 'batchQuestions' | 'initialVersion' | 'initialStep' | 'maxStaleness'
+  >;
   /** Version of the initial policy (0 for a fresh run). */
   initialVersion?: number;
   /** First step to run (a resumed run starts after its last published step; default 0). */
   initialStep?: number;
+  /** η: how many versions a step's rollouts may lag the version it trains from (default 0). */
+  maxStaleness?: number;
 }
 
 export interface RunOutput {
@@ -59,8 +73,15 @@ export function sampleStepQuestions(
 }
 
 export interface RunContext extends RunInput {
+  /** The next step to open (sample its questions, spawn them). */
   step: number;
+  /** The next step to train (all before it have published their versions). */
+  trainStep: number;
+  /** The newest published version. */
   policyVersion: number;
+  /** The run's first version (initialVersion - initialStep: 0 for every run so far). */
+  baseVersion: number;
+  /** Question actors of the open steps that have not finished. */
   pending: string[];
 }
 
@@ -83,58 +104,34 @@ export const runMachine = setup({
     relay: enqueueActions(({ enqueue, event }) => {
       if (event.type === 'fact') enqueue({ type: 'report', params: (event as FactEvent).fact });
     }),
-  },
-  guards: {
-    'stepRolledOut?': ({ context }) => context.pending.length === 0,
-    'isNextVersion?': ({ context, event }) =>
-      event.type === 'policy.published' && event.version === context.policyVersion + 1,
-    'moreSteps?': ({ context }) => context.step < context.steps,
-  },
-}).createMachine({
-  id: 'run',
-  context: ({ input }) => ({
-    ...input,
-    step: input.initialStep ?? 0,
-    policyVersion: input.initialVersion ?? 0,
-    pending: [],
-  }),
-  entry: enqueueActions(({ enqueue, context }) => {
-    enqueue.spawnChild('learner', {
-      id: 'learner',
-      input: {
-        ...context.learner,
-        runSeed: context.runSeed,
-        batchQuestions: context.batchQuestions,
-        initialVersion: context.policyVersion,
-      },
-    });
-  }),
-  on: { fact: { actions: 'relay' } },
-  initial: 'stepping',
-  states: {
-    stepping: {
-      entry: enqueueActions(({ enqueue, context: c }) => {
-        const chosen = sampleStepQuestions(c.questions.length, c.batchQuestions, c.runSeed, c.step).map(
+    /** Opens every step whose rollout version is published (one at a time at η = 0). */
+    openSteps: enqueueActions(({ enqueue, context: c }) => {
+      const eta = c.maxStaleness ?? 0;
+      let step = c.step;
+      const pending = [...c.pending];
+      while (step < c.steps && rolloutVersionOf(step, eta, c.baseVersion) <= c.policyVersion) {
+        const policyVersion = rolloutVersionOf(step, eta, c.baseVersion);
+        const chosen = sampleStepQuestions(c.questions.length, c.batchQuestions, c.runSeed, step).map(
           (i) => c.questions[i],
         );
-        enqueue.assign({ pending: chosen.map((q) => questionActorId(c.step, q.id)) });
+        pending.push(...chosen.map((q) => questionActorId(step, q.id)));
         enqueue({
           type: 'report',
           params: {
             type: 'step.started',
-            step: c.step,
-            policyVersion: c.policyVersion,
+            step,
+            policyVersion,
             questionIds: chosen.map((q) => q.id),
-            seed: deriveSeed(c.runSeed, 'questions', c.step),
+            seed: deriveSeed(c.runSeed, 'questions', step),
           } satisfies RunFact,
         });
         for (const question of chosen) {
           enqueue.spawnChild('question', {
-            id: questionActorId(c.step, question.id),
+            id: questionActorId(step, question.id),
             input: {
               runSeed: c.runSeed,
-              step: c.step,
-              policyVersion: c.policyVersion,
+              step,
+              policyVersion,
               question,
               gWithTool: c.gWithTool,
               gNoTool: c.gNoTool,
@@ -143,7 +140,41 @@ export const runMachine = setup({
             },
           });
         }
-      }),
+        step++;
+      }
+      if (step !== c.step) enqueue.assign({ step, pending });
+    }),
+  },
+  guards: {
+    'isNextVersion?': ({ context, event }) =>
+      event.type === 'policy.published' && event.version === context.policyVersion + 1,
+    'allTrained?': ({ context }) => context.trainStep >= context.steps,
+  },
+}).createMachine({
+  id: 'run',
+  context: ({ input }) => {
+    const step = input.initialStep ?? 0;
+    const policyVersion = input.initialVersion ?? 0;
+    return { ...input, step, trainStep: step, policyVersion, baseVersion: policyVersion - step, pending: [] };
+  },
+  entry: enqueueActions(({ enqueue, context }) => {
+    enqueue.spawnChild('learner', {
+      id: 'learner',
+      input: {
+        ...context.learner,
+        runSeed: context.runSeed,
+        batchQuestions: context.batchQuestions,
+        initialVersion: context.policyVersion,
+        initialStep: context.trainStep,
+        maxStaleness: context.maxStaleness ?? 0,
+      },
+    });
+  }),
+  on: { fact: { actions: 'relay' } },
+  initial: 'running',
+  states: {
+    running: {
+      entry: 'openSteps',
       on: {
         'xstate.done.actor.*': {
           actions: enqueueActions(({ enqueue, context, event }) => {
@@ -155,23 +186,18 @@ export const runMachine = setup({
             enqueue.stopChild(actorId);
           }),
         },
-      },
-      always: { guard: 'stepRolledOut?', target: 'awaitingPolicy' },
-    },
-    awaitingPolicy: {
-      on: {
         'policy.published': {
           guard: 'isNextVersion?',
-          target: 'nextStep',
-          actions: assign(({ context, event }) => ({
-            policyVersion: (event as { version: number }).version,
-            step: context.step + 1,
-          })),
+          actions: [
+            assign(({ context, event }) => ({
+              policyVersion: (event as { version: number }).version,
+              trainStep: context.trainStep + 1,
+            })),
+            'openSteps',
+          ],
         },
       },
-    },
-    nextStep: {
-      always: [{ guard: 'moreSteps?', target: 'stepping' }, { target: 'done' }],
+      always: { guard: 'allTrained?', target: 'done' },
     },
     done: {
       type: 'final',
@@ -180,11 +206,11 @@ export const runMachine = setup({
         params: ({ context }) =>
           ({
             type: 'run.finished',
-            steps: context.step,
+            steps: context.trainStep,
             policyVersion: context.policyVersion,
           }) satisfies RunFact,
       },
     },
   },
-  output: ({ context }) => ({ steps: context.step, policyVersion: context.policyVersion }),
+  output: ({ context }) => ({ steps: context.trainStep, policyVersion: context.policyVersion }),
 });

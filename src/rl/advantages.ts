@@ -5,7 +5,7 @@
  * An estimator maps the outcome rewards of ONE group (the G_wt with-tool rollouts of a question) to
  * one advantage per rollout, broadcast over the rollout's generated tokens by the trainer.
  */
-import { DuplicateRegistrationError, UnknownRegistryNameError } from './errors.js';
+import { NamedRegistry } from './registry.js';
 
 /** rewards [G] -> advantages [G]. */
 export type AdvantageFn = (rewards: readonly number[]) => number[];
@@ -13,23 +13,10 @@ export type AdvantageFn = (rewards: readonly number[]) => number[];
 /** Built-in names; plain strings extend the set through `registerAdvantage`. */
 export const AdvantageName = { GRPO: 'grpo', DR_GRPO: 'dr-grpo' } as const;
 
-const ADVANTAGES = new Map<string, AdvantageFn>();
-
-export function registerAdvantage(name: string, fn: AdvantageFn): void {
-  const prev = ADVANTAGES.get(name);
-  if (prev && prev !== fn) throw new DuplicateRegistrationError('advantage', name);
-  ADVANTAGES.set(name, fn);
-}
-
-export function getAdvantage(name: string): AdvantageFn {
-  const fn = ADVANTAGES.get(name);
-  if (!fn) throw new UnknownRegistryNameError('advantage', name, listAdvantages());
-  return fn;
-}
-
-export function listAdvantages(): string[] {
-  return [...ADVANTAGES.keys()].sort();
-}
+const ADVANTAGES = new NamedRegistry<AdvantageFn>('advantage');
+export const registerAdvantage = (name: string, fn: AdvantageFn): void => ADVANTAGES.register(name, fn);
+export const getAdvantage = (name: string): AdvantageFn => ADVANTAGES.get(name);
+export const listAdvantages = (): string[] => ADVANTAGES.names();
 
 /** Group-normalisation epsilon of verl's GRPO estimator. */
 export const GRPO_EPSILON = 1e-6;

@@ -10,8 +10,25 @@
  *   oldLogprobs [B, T-1]  log pi_old(inputIds[b, t+1] | prefix) where lossMask = 1, else 0
  *   advantages  [B]       GRPO advantage of the row (0 on rows that are AKBE-only)
  *   pgWeight    [B]       1 on rows in L_GRPO: every with-tool rollout of every question
- *   akbeWeight  [B]       1 on the row of the question's AKBE target (algo 'akbe' only)
+ *   akbeWeight  [B]       the row's weight in L_AKBE, > 0 exactly on the rows of AKBE targets (algo
+ *                         'akbe' only); the trainer's L_AKBE is sum_b akbeWeight[b] sum_t lossMask[b, t] l[b, t]
+ *                         over a mini-batch, so the weights carry the aggregation (akbeRowWeights):
+ *                         'per-target' (the paper's form and the authors' code): 1 / (n_b * K),
+ *                         n_b = the row's generated tokens, K = targets in the mini-batch, i.e. the
+ *                         mean over targets of each target's own token-mean; 'pooled': 1 / (sum of the
+ *                         mini-batch's target tokens), one token-mean over all target tokens.
  *   recomputeOld [B]      1 where oldLogprobs are not valid for the row's context (see below)
+ *   proxLogprobs [B, T-1] optional: log pi_prox for the decoupled objective (see BatchArrays)
+ *   dpoPairs              algo 'dpo' only: (chosen = target row, rejected row, weight) per question
+ *                         with a pair (src/rl/dpo.ts); weight = 1 / (pairs in the mini-batch), so
+ *                         L_DPO is the mean over a mini-batch's pairs. Target rows are in the batch
+ *                         as for 'akbe', with akbeWeight 0 (the DPO term replaces L_AKBE).
+ *   offline targets       algo 'offline' (offline-akbe): the labels' own targets are not trained;
+ *                         each question's target built once from a frozen checkpoint's rollouts
+ *                         (src/rl/offline.ts) is its own row after the question's with-tool rows:
+ *                         pgWeight 0, akbeWeight as for 'akbe', recomputeOld 1 (see below)
+ *   refLogp [B]           dpo only, filled by the trainer: each pair row's sequence logprob (sum
+ *                         over its loss mask) under the frozen reference policy v0
  *
  * Field names follow the trainer's batch (src/gpu/trainer.ts). The target of a tool-dependent
  * question is one of its with-tool rollouts: that row gets akbeWeight 1 on top of its GRPO role
@@ -28,6 +45,8 @@
  * questions in the order given.
  */
 import { RolloutShapeError } from './errors.js';
+import { type AkbeAggregation, DEFAULT_AKBE_AGGREGATION } from './losses.js';
+import type { OfflineTargetSequence } from './offline.js';
 import type { BoundaryLabel, QuestionGroup, RolloutPath, RolloutResult } from './types.js';
 
 export interface BatchQuestion {
@@ -35,6 +54,21 @@ export interface BatchQuestion {
   label: BoundaryLabel | null;
   /** GRPO advantages of group.withTool, in the same order. */
   advantages: readonly number[];
+  /** algo 'dpo': the rolloutId of the question's rejected with-tool rollout (src/rl/dpo.ts), or null. */
+  rejected?: string | null;
+  /**
+   * algo 'offline' only: the question's target constructed once from the frozen checkpoint's
+   * rollouts (src/rl/offline.ts), or null when its frozen rollouts gave none. It is its own row
+   * (GRPO weight 0) with recomputeOld 1: its logprobs are the frozen policy's, not pi_old's.
+   */
+  offline?: OfflineTargetSequence | null;
+}
+
+/** One DPO preference pair: batch row indices and its weight in its mini-batch's L_DPO. */
+export interface DpoPair {
+  chosen: number;
+  rejected: number;
+  weight: number;
 }
 
 export interface BatchRow {
@@ -59,6 +93,18 @@ export interface BatchArrays {
   pgWeight: Float32Array;
   akbeWeight: Float32Array;
   recomputeOld: Uint8Array;
+  /**
+   * [B, T-1] log pi_prox (the decoupled objective, src/gpu/losses.ts): the proximal policy (the
+   * version before this update) on loss-mask positions, else 0. Absent = today's coupled loss;
+   * oldLogprobs are then both the behaviour and the anchor. The trainer fills it (a forward pass
+   * of version k before the step's first update, as recomputeOld); assembleBatch never does.
+   */
+  proxLogprobs?: Float32Array;
+  /**
+   * [B] dpo only: each row's sequence logprob under the frozen reference (v0), 0 off pairs. The
+   * trainer fills it (a forward pass of v0 before the step's first update); assembleBatch never does.
+   */
+  refLogp?: Float32Array;
 }
 
 export interface TrainBatch extends BatchArrays {
@@ -67,21 +113,32 @@ export interface TrainBatch extends BatchArrays {
   miniBatches: number[][];
   /** Sum of lossMask: generated tokens in the batch. */
   lossTokens: number;
+  /** algo 'dpo' only: the preference pairs, in question order (see the top of the file). */
+  dpoPairs?: DpoPair[];
 }
 
 export interface AssembleOptions {
-  algo: 'grpo' | 'akbe';
+  /**
+   * 'akbe': targets in L_AKBE; 'dpo': targets as the chosen side of DPO pairs; 'offline': the
+   * questions' offline targets (BatchQuestion.offline) in L_AKBE, none of the labels' own; 'grpo': no targets.
+   */
+  algo: 'grpo' | 'akbe' | 'dpo' | 'offline';
   /** M: questions per mini-batch. */
   miniBatchQuestions: number;
+  /** How L_AKBE averages the target tokens of a mini-batch (see akbeWeight above). Default 'per-target'. */
+  akbeAggregation?: AkbeAggregation;
   padId?: number;
   /** Fixed T (e.g. a graph's static length); a longer row throws. Default: the longest row. */
   padTo?: number;
 }
 
+/** What a row takes from its rollout (an on-policy RolloutResult or an offline target). */
+type RowSequence = Pick<RolloutResult, 'rolloutId' | 'responseTokens' | 'responseLogprobs' | 'responseMask'>;
+
 interface PendingRow {
   info: BatchRow;
   prompt: readonly number[];
-  rollout: RolloutResult;
+  rollout: RowSequence;
   /** Use the rollout's recorded logprobs as pi_old. */
   oldValid: boolean;
   advantage: number;
@@ -89,7 +146,7 @@ interface PendingRow {
   akbe: boolean;
 }
 
-function checkShape(r: RolloutResult): void {
+function checkShape(r: RowSequence): void {
   const n = r.responseTokens.length;
   if (r.responseLogprobs.length !== n || r.responseMask.length !== n) {
     throw new RolloutShapeError(
@@ -107,7 +164,7 @@ function pendingRows(q: BatchQuestion, algo: AssembleOptions['algo']): PendingRo
       `question ${group.questionId}: ${q.advantages.length} advantages for ${group.withTool.length} with-tool rollouts`,
     );
   }
-  const target = algo === 'akbe' ? (label?.target ?? null) : null;
+  const target = algo === 'akbe' || algo === 'dpo' ? (label?.target ?? null) : null;
   const rows: PendingRow[] = group.withTool.map((r, i) => {
     checkShape(r);
     return {
@@ -158,7 +215,34 @@ function pendingRows(q: BatchQuestion, algo: AssembleOptions['algo']): PendingRo
       `question ${group.questionId}: target ${target.rolloutId} is not among its with-tool rollouts`,
     );
   }
+  if (algo === 'offline' && q.offline) rows.push(offlineRow(group.questionId, q.offline));
   return rows;
+}
+
+/** The row of an offline target: its recorded prompt and response, never in L_GRPO, pi_old recomputed. */
+function offlineRow(questionId: string, t: OfflineTargetSequence): PendingRow {
+  checkShape(t);
+  if (t.responseTokens.length === 0)
+    throw new RolloutShapeError(
+      t.rolloutId,
+      `question ${questionId}: offline target ${t.rolloutId} is empty`,
+    );
+  return {
+    info: {
+      questionId,
+      rolloutId: t.rolloutId,
+      path: t.path,
+      context: t.context,
+      promptLength: t.promptTokens.length,
+      length: t.promptTokens.length + t.responseTokens.length,
+    },
+    prompt: t.promptTokens,
+    rollout: t,
+    oldValid: false,
+    advantage: 0,
+    grpo: false,
+    akbe: true,
+  };
 }
 
 export function assembleBatch(questions: readonly BatchQuestion[], opts: AssembleOptions): TrainBatch {
@@ -167,11 +251,24 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
     throw new RangeError(`assembleBatch: miniBatchQuestions must be an integer >= 1, got ${M}`);
   const pending: PendingRow[] = [];
   const miniBatches: number[][] = [];
+  const pairs: Array<{ chosen: number; rejected: number; miniBatch: number }> = [];
   questions.forEach((q, qi) => {
     if (qi % M === 0) miniBatches.push([]);
-    for (const row of pendingRows(q, opts.algo)) {
+    const first = pending.length;
+    const rows = pendingRows(q, opts.algo);
+    for (const row of rows) {
       miniBatches[miniBatches.length - 1].push(pending.length);
       pending.push(row);
+    }
+    if (opts.algo === 'dpo' && q.rejected) {
+      const chosen = rows.findIndex((r) => r.akbe);
+      const rejected = rows.findIndex((r) => r.grpo && r.info.rolloutId === q.rejected);
+      if (chosen < 0 || rejected < 0 || chosen === rejected)
+        throw new RolloutShapeError(
+          q.rejected,
+          `question ${q.group.questionId}: DPO pair needs its target and a distinct with-tool rollout ${q.rejected}`,
+        );
+      pairs.push({ chosen: first + chosen, rejected: first + rejected, miniBatch: miniBatches.length - 1 });
     }
   });
   const longest = pending.reduce((a, r) => Math.max(a, r.info.length), 1);
@@ -209,9 +306,16 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
     }
     advantages[b] = row.advantage;
     pgWeight[b] = row.grpo ? 1 : 0;
-    akbeWeight[b] = row.akbe ? 1 : 0;
     recomputeOld[b] = row.oldValid ? 0 : 1;
   });
+  // L_AKBE's row weights, per mini-batch (one optimizer update's loss); none when DPO uses the targets.
+  const aggregation = opts.akbeAggregation ?? DEFAULT_AKBE_AGGREGATION;
+  for (const mb of opts.algo === 'akbe' || opts.algo === 'offline' ? miniBatches : []) {
+    const targetTokens = mb.map((b) => (pending[b].akbe ? generatedTokens(pending[b].rollout) : 0));
+    akbeRowWeights(targetTokens, aggregation).forEach((w, k) => {
+      akbeWeight[mb[k]] = w;
+    });
+  }
   return {
     rows: B,
     T,
@@ -225,13 +329,48 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
     rowInfo: pending.map((r) => r.info),
     miniBatches,
     lossTokens,
+    ...(opts.algo === 'dpo' ? { dpoPairs: dpoPairWeights(pairs) } : {}),
   };
+}
+
+/** L_DPO's weight of each pair: 1 / (pairs in its mini-batch), the mean over the mini-batch's pairs. */
+function dpoPairWeights(
+  pairs: ReadonlyArray<{ chosen: number; rejected: number; miniBatch: number }>,
+): DpoPair[] {
+  const per = new Map<number, number>();
+  for (const p of pairs) per.set(p.miniBatch, (per.get(p.miniBatch) ?? 0) + 1);
+  return pairs.map((p) => ({ chosen: p.chosen, rejected: p.rejected, weight: 1 / per.get(p.miniBatch)! }));
+}
+
+const generatedTokens = (r: RowSequence) => r.responseMask.reduce((a, m) => a + (m === 1 ? 1 : 0), 0);
+
+/**
+ * L_AKBE's weight of each row of one mini-batch, from the generated tokens of each target row
+ * (0 for a row that is not a target): with loss tokens l[b, t],
+ *   per-target: L = (1/K) sum_targets (1/n_b) sum_t l[b, t]   ->  w_b = 1 / (K n_b)
+ *   pooled:     L = sum_targets sum_t l[b, t] / sum_targets n_b ->  w_b = 1 / sum n
+ * K counts the targets with at least one generated token; a mini-batch without any gets all 0
+ * (L_AKBE = 0, as the graph's masked means give for an empty mask).
+ */
+export function akbeRowWeights(targetTokens: readonly number[], aggregation: AkbeAggregation): number[] {
+  const targets = targetTokens.filter((n) => n > 0);
+  const total = targets.reduce((a, n) => a + n, 0);
+  return targetTokens.map((n) => {
+    if (n <= 0) return 0;
+    return aggregation === 'pooled' ? 1 / total : 1 / (targets.length * n);
+  });
 }
 
 /** One mini-batch as the trainer takes it: flat row-major arrays of `rows` rows of length T. */
 export interface MiniBatch extends BatchArrays {
   /** Rows past the real ones: padding with every mask and weight 0 (for a fixed-B graph). */
   paddingRows: number;
+  /**
+   * dpo only, the graph's pair inputs: [rows, rows] row p = pair slot p (+1 at its chosen row, -1 at
+   * its rejected row, all 0 for an unused slot), and each slot's weight [rows] (0 when unused).
+   */
+  dpoPairMatrix?: Float32Array;
+  dpoWeight?: Float32Array;
 }
 
 /**
@@ -268,6 +407,8 @@ export function sliceMiniBatch(
     recomputeOld: new Uint8Array(rows),
     paddingRows: rows - rowIds.length,
   };
+  const prox = batch.proxLogprobs;
+  if (prox) out.proxLogprobs = new Float32Array(rows * (T - 1));
   rowIds.forEach((src, dst) => {
     out.inputIds.set(batch.inputIds.subarray(src * T, (src + 1) * T), dst * T);
     out.lossMask.set(batch.lossMask.subarray(src * (T - 1), (src + 1) * (T - 1)), dst * (T - 1));
@@ -276,6 +417,25 @@ export function sliceMiniBatch(
     out.pgWeight[dst] = batch.pgWeight[src];
     out.akbeWeight[dst] = batch.akbeWeight[src];
     out.recomputeOld[dst] = batch.recomputeOld[src];
+    if (prox) out.proxLogprobs!.set(prox.subarray(src * (T - 1), (src + 1) * (T - 1)), dst * (T - 1));
   });
+  if (batch.dpoPairs) {
+    const local = new Map(rowIds.map((src, dst) => [src, dst]));
+    out.dpoPairMatrix = new Float32Array(rows * rows);
+    out.dpoWeight = new Float32Array(rows);
+    out.refLogp = new Float32Array(rows);
+    let slot = 0;
+    for (const p of batch.dpoPairs) {
+      const c = local.get(p.chosen);
+      const r = local.get(p.rejected);
+      if (c === undefined || r === undefined) continue; // another mini-batch's pair
+      out.dpoPairMatrix[slot * rows + c] = 1;
+      out.dpoPairMatrix[slot * rows + r] = -1;
+      out.dpoWeight[slot] = p.weight;
+      slot++;
+    }
+    const ref = batch.refLogp;
+    if (ref) out.refLogp.set(rowIds.map((src) => ref[src]));
+  }
   return out;
 }

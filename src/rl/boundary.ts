@@ -14,12 +14,12 @@
  */
 import { deriveSeed, Rng } from '../util/rng.js';
 import { RolloutShapeError } from './errors.js';
-import type {
-  BoundaryCategory,
-  BoundaryLabel,
-  RolloutResult,
-  TargetContext,
-  TargetSelection,
+import {
+  type BoundaryLabel,
+  categoryOf,
+  type RolloutResult,
+  type TargetContext,
+  type TargetSelection,
 } from './types.js';
 
 export interface LabelOptions {
@@ -34,11 +34,6 @@ export interface LabelOptions {
 /** The tie-break seed of a question's target pick. */
 export function targetSeed(runSeed: number, step: number, questionId: string): number {
   return deriveSeed(runSeed, 'target', step, questionId);
-}
-
-export function categoryOf(wt: boolean, nt: boolean): BoundaryCategory {
-  if (wt) return nt ? 'efficiency' : 'tool-dependent';
-  return nt ? 'hallucination' : 'both-wrong';
 }
 
 /** Tokens the policy wrote (observation tokens excluded). */

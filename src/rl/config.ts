@@ -5,11 +5,15 @@
  * unknown key or a bad value throws a ConfigError that names the key.
  */
 import { listAdvantages } from './advantages.js';
+import { algorithmOptions, getAlgorithm, listAlgorithms } from './algorithms/index.js';
 import { ConfigError } from './errors.js';
+import { AKBE_AGGREGATIONS, type AkbeAggregation } from './losses.js';
 
 export interface TrainConfig {
-  /** 'akbe' = GRPO + lambda·L_AKBE; 'grpo' = the base method alone. */
-  algo: 'grpo' | 'akbe';
+  /** Algorithm name (src/rl/algorithms): 'akbe' = GRPO + lambda·L_AKBE; 'grpo' = the base method; 'otc-po', 'beta-grpo' = reward-shaping baselines. */
+  algo: string;
+  /** The algorithm's options (e.g. otc-po's `c`, beta-grpo's `beta`); unset ones take its defaults. */
+  algoOptions: Record<string, number>;
   /** Training steps (each: rollouts of B questions by version k, then one learner step). */
   steps: number;
   /** B: questions per step. Paper: 64. */
@@ -24,8 +28,15 @@ export interface TrainConfig {
   maxToolCalls: number;
   /** Response tokens (generated + observation) per trajectory. Paper: 6192. */
   maxResponseTokens: number;
-  /** AKBE coefficient. Paper: 0.05 (≈ 1/G_wt; §B). */
-  lambda: number;
+  /**
+   * AKBE coefficient. Paper: 0.05 (§A), chosen empirically. §B derives that lambda should scale as
+   * 1/G_wt (GRPO spreads a question's gradient over G_wt rollouts, AKBE puts one target at full
+   * weight), i.e. 1/16 = 0.0625 at the paper's G_wt = 16, "closely matching" 0.05. 'auto' applies
+   * that rule anchored at the paper's value: lambda = 0.05 * 16 / G_wt (losses.ts effectiveLambda).
+   */
+  lambda: number | 'auto';
+  /** How L_AKBE averages target tokens: mean over targets of each one's token-mean (paper), or one pooled token-mean. */
+  akbeAggregation: AkbeAggregation;
   /** PPO clip epsilon of GRPO and of the clipped AKBE form. Paper: 0.2. */
   clipEps: number;
   /** AdamW learning rate. Paper: not stated (its Table 4 is lost); Search-R1 uses 1e-6 on 3-7B models. */
@@ -46,10 +57,28 @@ export interface TrainConfig {
   temperature: number;
   /** Nucleus sampling threshold. Paper (verl default): 1.0. */
   topP: number;
+  /**
+   * eta: how many versions a trained rollout may lag behind the version being trained (issue 13).
+   * 0 = strictly on-policy, the paper's setting (the default); >= 1: step j rolls out on version
+   * max(0, j - eta) while earlier steps train (src/rl/staleness.ts, docs/training.md).
+   */
+  maxStaleness: number;
+  /**
+   * The decoupled objective's cap on pi_prox / pi_behav per token (tokens above it are dropped, as
+   * AReaL's behav_imp_weight_cap; > 1). Read only when rows can be stale (maxStaleness >= 1).
+   */
+  behaviourWeightCap: number;
+  /**
+   * offline-akbe only (required there, refused elsewhere): the frozen checkpoint whose rollouts
+   * build each question's target once (src/rl/offline.ts): a checkpoint directory, or
+   * `run:<run id>` for the last published checkpoint of that finished run in the same akbe home.
+   */
+  frozenPolicy?: string;
 }
 
 export const DEFAULT_TRAIN_CONFIG: Readonly<TrainConfig> = Object.freeze({
   algo: 'akbe',
+  algoOptions: {}, // each algorithm's defaults (docs/algorithms.md)
   steps: 4, // a few minutes on 2 cores; the paper trains ~300 steps
   batchQuestions: 8, // paper 64: one step must fit in about a minute on 2 cores
   miniBatchQuestions: 4, // paper 8: keeps the paper's several updates per step (here 2)
@@ -57,7 +86,8 @@ export const DEFAULT_TRAIN_CONFIG: Readonly<TrainConfig> = Object.freeze({
   gNoTool: 4, // paper 8: keeps the paper's 2:1 ratio
   maxToolCalls: 6, // paper 6; the world's with-tool prompt says "Search up to 6 times" (maxResponseTokens bounds it in practice)
   maxResponseTokens: 256, // paper 6192: the tiny policy's context is short
-  lambda: 0.05, // paper 0.05
+  lambda: 0.05, // paper 0.05 (its G_wt = 16; 'auto' would give 0.1 at our G_wt = 8)
+  akbeAggregation: 'per-target', // paper and the authors' code
   clipEps: 0.2, // paper 0.2
   lr: 3e-4, // a 4M-parameter transformer; paper-scale models use ~1e-6
   ppoEpochs: 1, // paper 1
@@ -68,9 +98,12 @@ export const DEFAULT_TRAIN_CONFIG: Readonly<TrainConfig> = Object.freeze({
   seed: 0,
   temperature: 1.0, // paper 1.0
   topP: 1.0, // paper 1.0
+  maxStaleness: 0, // paper: synchronous (0)
+  behaviourWeightCap: 5, // AReaL's example configs (behav_imp_weight_cap: 5); unused at maxStaleness 0
 });
 
 type Check = (v: unknown) => string | null;
+const quoted = (names: readonly string[]) => names.map((c) => `'${c}'`).join(', ');
 const int =
   (min: number): Check =>
   (v) =>
@@ -84,8 +117,17 @@ const oneOf =
   (v) =>
     typeof v === 'string' && choices.includes(v) ? null : `one of ${choices.map((c) => `'${c}'`).join(', ')}`;
 
+/** A value as the config file meant it: NaN and the infinities by name (JSON would print null). */
+function shown(v: unknown): string {
+  if (typeof v === 'number' && !Number.isFinite(v)) return String(v);
+  return JSON.stringify(v);
+}
+
 const CHECKS: Record<keyof TrainConfig, Check> = {
-  algo: oneOf('grpo', 'akbe'),
+  algo: (v) =>
+    typeof v === 'string' && listAlgorithms().includes(v) ? null : `one of ${quoted(listAlgorithms())}`,
+  algoOptions: (v) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v) ? null : 'an object of option: number',
   steps: int(1),
   batchQuestions: int(1),
   miniBatchQuestions: int(1),
@@ -93,16 +135,13 @@ const CHECKS: Record<keyof TrainConfig, Check> = {
   gNoTool: int(0),
   maxToolCalls: int(0),
   maxResponseTokens: int(1),
-  lambda: num((x) => x >= 0, 'a number >= 0'),
+  lambda: (v) => (v === 'auto' ? null : num((x) => x >= 0, "a number >= 0 or 'auto'")(v)),
+  akbeAggregation: oneOf(...AKBE_AGGREGATIONS),
   clipEps: num((x) => x > 0 && x < 1, 'a number in (0, 1)'),
   lr: num((x) => x > 0, 'a number > 0'),
   ppoEpochs: int(1),
   advantage: (v) =>
-    typeof v === 'string' && listAdvantages().includes(v)
-      ? null
-      : `one of ${listAdvantages()
-          .map((c) => `'${c}'`)
-          .join(', ')}`,
+    typeof v === 'string' && listAdvantages().includes(v) ? null : `one of ${quoted(listAdvantages())}`,
   akbeLossForm: oneOf('nll', 'clipped'),
   targetContext: oneOf('with-tool', 'own'),
   targetSelection: oneOf('min-tool-calls', 'shortest'),
@@ -112,6 +151,12 @@ const CHECKS: Record<keyof TrainConfig, Check> = {
       : 'an integer in [0, 2^32)',
   temperature: num((x) => x > 0, 'a number > 0'),
   topP: num((x) => x > 0 && x <= 1, 'a number in (0, 1]'),
+  maxStaleness: int(0),
+  behaviourWeightCap: num((x) => x > 1, 'a number > 1'),
+  frozenPolicy: (v) =>
+    v === undefined || (typeof v === 'string' && v !== '')
+      ? null
+      : "a checkpoint directory or 'run:<run id>' (a non-empty string)",
 };
 
 /**
@@ -133,7 +178,13 @@ export function validateTrainConfig(obj: unknown): TrainConfig {
   const cfg = { ...DEFAULT_TRAIN_CONFIG, ...given } as TrainConfig;
   for (const key of Object.keys(CHECKS) as (keyof TrainConfig)[]) {
     const rule = CHECKS[key](cfg[key]);
-    if (rule) throw new ConfigError(key, `config.${key} must be ${rule}, got ${JSON.stringify(cfg[key])}`);
+    if (rule) throw new ConfigError(key, `config.${key} must be ${rule}, got ${shown(cfg[key])}`);
+  }
+  if (cfg.gWithTool < 2) {
+    throw new ConfigError(
+      'gWithTool',
+      `config.gWithTool must be >= 2: GRPO compares a question's with-tool rollouts within their group (advantage (r - mean) / std), so a group of one learns nothing, got ${cfg.gWithTool}`,
+    );
   }
   if (cfg.miniBatchQuestions > cfg.batchQuestions) {
     throw new ConfigError(
@@ -141,11 +192,23 @@ export function validateTrainConfig(obj: unknown): TrainConfig {
       `config.miniBatchQuestions must be <= config.batchQuestions (${cfg.batchQuestions}), got ${cfg.miniBatchQuestions}`,
     );
   }
-  if (cfg.algo === 'akbe' && cfg.gNoTool === 0) {
+  if (getAlgorithm(cfg.algo).needsNoTool && cfg.gNoTool === 0) {
     throw new ConfigError(
       'gNoTool',
-      "config.gNoTool must be >= 1 when config.algo is 'akbe' (the no-tool probe labels the boundary), got 0",
+      `config.gNoTool must be >= 1 when config.algo is '${cfg.algo}' (the no-tool probe labels the boundary), got 0`,
     );
   }
+  const offline = getAlgorithm(cfg.algo).offlineTargets === true;
+  if (offline && cfg.frozenPolicy === undefined)
+    throw new ConfigError(
+      'frozenPolicy',
+      `config.frozenPolicy is required when config.algo is '${cfg.algo}': the frozen checkpoint whose rollouts build the offline targets (a checkpoint directory, or 'run:<run id>' for that finished run's last checkpoint)`,
+    );
+  if (!offline && cfg.frozenPolicy !== undefined)
+    throw new ConfigError(
+      'frozenPolicy',
+      `config.frozenPolicy is only for offline-akbe (a frozen checkpoint's targets); config.algo '${cfg.algo}' does not read it, got ${shown(cfg.frozenPolicy)}`,
+    );
+  cfg.algoOptions = algorithmOptions(getAlgorithm(cfg.algo), cfg.algoOptions);
   return cfg;
 }

@@ -10,6 +10,10 @@
  * `maxToolCalls` searches, exactly one answer and nothing after it. A search on the no-tool path is
  * a format failure. `partial: true` checks a prefix (a rollout in progress): it may stop after a
  * closed block or right after `</search>`, waiting for the observation.
+ *
+ * `<search>` stands for any tool's tag: the grammar knows tools only by their tags
+ * (`toolTags`, default: the paper's one tool), and is the same for each. The failure codes keep
+ * the paper's word ("search") for a tool call.
  */
 import { pyStrip } from './pytext.js';
 import type { RolloutPath, TextSegment } from './types.js';
@@ -34,8 +38,23 @@ export interface FormatCheck {
   reason: FormatReason;
 }
 
-type Block = 'think' | 'search' | 'information' | 'answer';
-const TAG = /<(\/?)(think|search|information|answer)>/g;
+/** The tags of the tools a response may call when none are given: the paper's search. */
+export const DEFAULT_TOOL_TAGS: readonly string[] = ['search'];
+
+/** The tag regex for a set of tool tags (tags are plain words: letters, digits, '_' and '-'). */
+const tagPatterns = new Map<string, RegExp>();
+function tagPattern(toolTags: readonly string[]): RegExp {
+  const key = toolTags.join('|');
+  let re = tagPatterns.get(key);
+  if (!re) {
+    for (const t of toolTags)
+      if (!/^[A-Za-z][\w-]*$/.test(t) || ['think', 'information', 'answer'].includes(t))
+        throw new RangeError(`tool tag '${t}' must be a word other than think, information and answer`);
+    re = new RegExp(`<(\\/?)(think|information|answer|${toolTags.join('|')})>`, 'g');
+    tagPatterns.set(key, re);
+  }
+  return re;
+}
 
 /** The paper's tool-call limit, the default of the format check. */
 export const DEFAULT_MAX_TOOL_CALLS = 6;
@@ -45,6 +64,8 @@ export interface FormatOptions {
   maxToolCalls: number;
   /** Check a prefix of a response still being generated. */
   partial?: boolean;
+  /** Tags of the tools the with-tool path may call (default DEFAULT_TOOL_TAGS). */
+  toolTags?: readonly string[];
 }
 
 /**
@@ -62,21 +83,23 @@ export function checkFormat(
     }
   }
   const text = typeof response === 'string' ? response : response.map((s) => s.text).join('');
+  const toolTags = opts.toolTags ?? DEFAULT_TOOL_TAGS;
+  const isTool = (tag: string) => toolTags.includes(tag);
   // between: outside any block; inside: in an open block; afterSearch: waiting for <information>.
   let state: 'between' | 'inside' | 'afterSearch' | 'done' = 'between';
-  let open: Block = 'think';
+  let open = 'think';
   let contentStart = 0;
   let searches = 0;
   let pos = 0;
-  for (const m of text.matchAll(TAG)) {
+  for (const m of text.matchAll(tagPattern(toolTags))) {
     const gap = text.slice(pos, m.index);
     const closing = m[1] === '/';
-    const tag = m[2] as Block;
+    const tag = m[2];
     pos = m.index + m[0].length;
     if (state === 'inside') {
       if (!closing || tag !== open) return fail(closing ? 'unexpected-closing-tag' : 'nested-tag');
-      if (open === 'search' && pyStrip(text.slice(contentStart, m.index)) === '') return fail('empty-search');
-      state = open === 'search' ? 'afterSearch' : open === 'answer' ? 'done' : 'between';
+      if (isTool(open) && pyStrip(text.slice(contentStart, m.index)) === '') return fail('empty-search');
+      state = isTool(open) ? 'afterSearch' : open === 'answer' ? 'done' : 'between';
       continue;
     }
     if (pyStrip(gap) !== '') {
@@ -88,7 +111,7 @@ export function checkFormat(
     if (closing) return fail(state === 'afterSearch' ? 'missing-information' : 'unexpected-closing-tag');
     if (state === 'afterSearch' && tag !== 'information') return fail('missing-information');
     if (state === 'between' && tag === 'information') return fail('unexpected-information');
-    if (tag === 'search') {
+    if (isTool(tag)) {
       if (path === 'no-tool') return fail('search-in-no-tool');
       searches += 1;
       if (searches > opts.maxToolCalls) return fail('too-many-searches');
@@ -112,33 +135,44 @@ function fail(reason: FormatReason): FormatCheck {
   return { ok: false, reason };
 }
 
+/** A call of the tool whose tag is `kind` (the search tool's: `{ kind: 'search', query }`). */
+export interface ToolCallAction {
+  kind: string;
+  /** The argument text between the tags, stripped. */
+  query: string;
+}
+
 /** The action that ends one generation turn. */
 export type TurnAction =
-  | { kind: 'search'; query: string }
+  | ToolCallAction
   | { kind: 'answer'; answer: string }
   /** The turn ended without a closing stop tag (EOS or the length limit). */
   | { kind: 'none' };
 
+export function isToolCall(a: TurnAction): a is ToolCallAction {
+  return 'query' in a;
+}
+
+/** The inner text of a turn that ends with `</tag>` (from its last `<tag>`), stripped. */
+function closedBlock(t: string, tag: string): string | null {
+  const close = `</${tag}>`;
+  if (!t.endsWith(close)) return null;
+  const open = t.lastIndexOf(`<${tag}>`);
+  return open < 0 ? '' : pyStrip(t.slice(open + tag.length + 2, -close.length));
+}
+
 /**
- * Reads the action a turn ended with. The policy stops at `</search>`, `</answer>`, EOS or the
- * length limit, so the action is decided by how the turn's text ends; whether the whole response is
- * still well-formed is `checkFormat(…, { partial: true })`'s job.
+ * Reads the action a turn ended with. The policy stops at a tool's closing tag, `</answer>`, EOS
+ * or the length limit, so the action is decided by how the turn's text ends; whether the whole
+ * response is still well-formed is `checkFormat(…, { partial: true })`'s job.
  */
-export function parseTurn(turnText: string): TurnAction {
+export function parseTurn(turnText: string, toolTags: readonly string[] = DEFAULT_TOOL_TAGS): TurnAction {
   const t = pyStrip(turnText);
-  if (t.endsWith('</search>')) {
-    const open = t.lastIndexOf('<search>');
-    return {
-      kind: 'search',
-      query: open < 0 ? '' : pyStrip(t.slice(open + '<search>'.length, -'</search>'.length)),
-    };
+  for (const tag of toolTags) {
+    const query = closedBlock(t, tag);
+    if (query !== null) return { kind: tag, query };
   }
-  if (t.endsWith('</answer>')) {
-    const open = t.lastIndexOf('<answer>');
-    return {
-      kind: 'answer',
-      answer: open < 0 ? '' : pyStrip(t.slice(open + '<answer>'.length, -'</answer>'.length)),
-    };
-  }
+  const answer = closedBlock(t, 'answer');
+  if (answer !== null) return { kind: 'answer', answer };
   return { kind: 'none' };
 }

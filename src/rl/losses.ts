@@ -6,13 +6,59 @@
  *   grpo          L_GRPO: token-mean PPO clipped surrogate over the with-tool rows
  *                 (grpoWeight = 1), advantage per row, ratio pi_theta / pi_old, KL beta = 0.
  *   akbe-nll      lambda * L_AKBE, L_AKBE = mean over targets of the token-mean NLL of the
- *                 target's generated tokens (akbeWeight = 1 rows); old logprobs unused.
+ *                 target's generated tokens ('per-target'; or 'pooled', see AkbeAggregation);
+ *                 old logprobs unused.
  *   akbe-clipped  lambda * PPO-style surrogate on the target rows with advantage +1 and the same
  *                 clip eps (the paper's appendix sets the AKBE clip threshold to 0.2).
+ *   dpo           lambda * L_DPO over (chosen = the AKBE target, rejected) pairs, mean over a
+ *                 mini-batch's pairs of -log sigmoid(beta [(s_w - ref_w) - (s_l - ref_l)]), s the
+ *                 sequence logprob (sum over generated tokens) under pi_theta, ref under the frozen
+ *                 reference v0 (Rafailov et al. 2023, eq. 7; the AKBE paper's DPO variant).
+ *
+ * grpo and akbe-clipped also have a decoupled form for stale rows (AReaL; src/gpu/losses.ts): the
+ * ratio against the proximal policy, weighted by pi_prox / pi_behav up to config.behaviourWeightCap.
+ * It is a property of the batch (proxLogprobs, src/rl/batch.ts), not another loss name; equal to
+ * the coupled form when pi_prox = pi_behav.
  */
-import { DuplicateRegistrationError, UnknownRegistryNameError } from './errors.js';
+import { NamedRegistry } from './registry.js';
 
-export const LossName = { GRPO: 'grpo', AKBE_NLL: 'akbe-nll', AKBE_CLIPPED: 'akbe-clipped' } as const;
+/**
+ * How L_AKBE averages over the target tokens of a mini-batch. 'per-target' (default): the mean over
+ * targets of each target's own token-mean NLL, the paper's L_AKBE (sum over q in S of the target's
+ * length-normalised cross-entropy, divided by |S|) and the authors' code; 'pooled': one token-mean
+ * over all target tokens, which weights a long target more than a short one (akbe before session 3).
+ * The weights travel in the batch (src/rl/batch.ts akbeRowWeights). GRPO stays token-mean.
+ */
+export type AkbeAggregation = 'per-target' | 'pooled';
+export const AKBE_AGGREGATIONS: readonly AkbeAggregation[] = ['per-target', 'pooled'];
+export const DEFAULT_AKBE_AGGREGATION: AkbeAggregation = 'per-target';
+
+/** The paper's lambda (0.05, §A) at its G_wt (16), from which `lambda: auto` scales. */
+export const PAPER_LAMBDA = 0.05;
+export const PAPER_G_WITH_TOOL = 16;
+
+/**
+ * The AKBE coefficient a config trains with: its number, or for 'auto' the paper's appendix-B rule
+ * (lambda proportional to 1/G_wt: GRPO weights each of a question's G_wt rollouts 1/G_wt, AKBE its one
+ * target at full weight), anchored at the paper's lambda = 0.05 for G_wt = 16: 0.8 / G_wt. (The
+ * appendix's bare 1/G_wt gives 0.0625 at 16, which it calls close to its empirical 0.05.)
+ */
+export function effectiveLambda(cfg: { lambda: number | 'auto'; gWithTool?: number }): number {
+  if (cfg.lambda !== 'auto') return cfg.lambda;
+  if (cfg.gWithTool === undefined)
+    throw new RangeError("lambda 'auto' needs gWithTool (lambda = 0.8 / G_wt)");
+  return (PAPER_LAMBDA * PAPER_G_WITH_TOOL) / cfg.gWithTool;
+}
+
+export const LossName = {
+  GRPO: 'grpo',
+  AKBE_NLL: 'akbe-nll',
+  AKBE_CLIPPED: 'akbe-clipped',
+  DPO: 'dpo',
+} as const;
+
+/** DPO's beta where the AKBE paper gives none: Rafailov et al. 2023's usual 0.1. */
+export const DEFAULT_DPO_BETA = 0.1;
 
 export interface LossSpec {
   description: string;
@@ -22,23 +68,10 @@ export interface LossSpec {
   validate(opts: Readonly<Record<string, unknown>>): void;
 }
 
-const LOSSES = new Map<string, LossSpec>();
-
-export function registerLoss(name: string, spec: LossSpec): void {
-  const prev = LOSSES.get(name);
-  if (prev && prev !== spec) throw new DuplicateRegistrationError('loss', name);
-  LOSSES.set(name, spec);
-}
-
-export function getLoss(name: string): LossSpec {
-  const spec = LOSSES.get(name);
-  if (!spec) throw new UnknownRegistryNameError('loss', name, listLosses());
-  return spec;
-}
-
-export function listLosses(): string[] {
-  return [...LOSSES.keys()].sort();
-}
+const LOSSES = new NamedRegistry<LossSpec>('loss');
+export const registerLoss = (name: string, spec: LossSpec): void => LOSSES.register(name, spec);
+export const getLoss = (name: string): LossSpec => LOSSES.get(name);
+export const listLosses = (): string[] => LOSSES.names();
 
 function requireNumber(
   opts: Readonly<Record<string, unknown>>,
@@ -74,26 +107,16 @@ registerLoss(LossName.AKBE_CLIPPED, {
   },
 });
 
+registerLoss(LossName.DPO, {
+  description: 'lambda * DPO loss of (AKBE target, most-tool-calls rollout) pairs against the frozen v0',
+  options: ['lambda', 'beta'],
+  validate: (o) => {
+    lambda(o);
+    requireNumber(o, 'beta', (x) => x > 0, 'a number > 0');
+  },
+});
+
 export interface LossTerm {
   name: string;
   options: Record<string, number>;
-}
-
-/** The loss terms a training config asks for, validated: GRPO alone, or GRPO + the AKBE form. */
-export function lossTermsFor(cfg: {
-  algo: 'grpo' | 'akbe';
-  akbeLossForm: 'nll' | 'clipped';
-  lambda: number;
-  clipEps: number;
-}): LossTerm[] {
-  const terms: LossTerm[] = [{ name: LossName.GRPO, options: { clipEps: cfg.clipEps } }];
-  if (cfg.algo === 'akbe') {
-    terms.push(
-      cfg.akbeLossForm === 'nll'
-        ? { name: LossName.AKBE_NLL, options: { lambda: cfg.lambda } }
-        : { name: LossName.AKBE_CLIPPED, options: { lambda: cfg.lambda, clipEps: cfg.clipEps } },
-    );
-  }
-  for (const t of terms) getLoss(t.name).validate(t.options);
-  return terms;
 }

@@ -1,60 +1,69 @@
 /**
  * Metrics of the paper: EM, TC (mean tool calls per question), TP (tool productivity,
- * Σ correct / Σ tool calls), per split and overall; and the per-step training metrics of DESIGN.md
+ * Σ correct / Σ tool calls), with one definition of a counted tool call; and the per-step training metrics of DESIGN.md
  * (tool calls per batch, mean response length, category counts, boundary shifts).
  */
-import type { BoundaryCategory, BoundaryLabel, QuestionGroup } from './types.js';
+import type { BoundaryCategory, BoundaryLabel, CategoryCounts, QuestionGroup } from './types.js';
 
-/** One evaluated answer: a question of a split answered by one trajectory. */
-export interface EvalRecord {
-  split: string;
-  correct: 0 | 1;
-  toolCalls: number;
+/**
+ * How TC counts a rollout's tool calls. 'emitted' (the default since session 3): every well-formed
+ * call the policy emitted on the with-tool path, the one refused by `maxToolCalls` included (a
+ * rollout that asks for a 7th search at a limit of 6 counts 7). This is how Search-R1's agent loop
+ * (search_r1/llm_agent/generation.py, run_llm_loop), which the paper's verl setup follows, counts:
+ * its final turn runs execute_predictions(do_search=False) and still adds the turn's search to
+ * valid_search_stats. 'executed': only the calls the tool answered (akbe before session 3; the
+ * audit uses it for logs that do not record `toolCallCount`).
+ */
+export type ToolCallCount = 'emitted' | 'executed';
+export const DEFAULT_TOOL_CALL_COUNT: ToolCallCount = 'emitted';
+
+/**
+ * A rollout's tool calls as TC counts them: the calls executed (`toolCalls`, what tool.called
+ * events record) plus the refused one of a rollout that stopped on 'tool-limit'. The one definition
+ * that training metrics, evaluation and the audit share.
+ */
+export function countedToolCalls(
+  r: { toolCalls: number; stopReason: string },
+  count: ToolCallCount = DEFAULT_TOOL_CALL_COUNT,
+): number {
+  return r.toolCalls + (count === 'emitted' && r.stopReason === 'tool-limit' ? 1 : 0);
 }
 
-export interface EvalMetrics {
+/** One answered question: its correctness (EM with the format rule) and its tool calls. */
+export interface AnswerRecord {
+  correct: number;
+  toolCalls: number;
+  stopReason: string;
+}
+
+export interface AnswerMetrics {
   n: number;
   /** Mean exact match. */
   em: number;
-  /** Mean tool calls per question. */
+  /** TC: mean tool calls per question (countedToolCalls). */
   tc: number;
   /**
-   * Σ correct / Σ tool calls. With no tool call at all the ratio is undefined (0/0, or x/0 for a
-   * policy that answers everything from memory): null, printed as "n/a", never Infinity or NaN,
-   * which JSON and msgpack readers would mangle.
+   * TP = Σ correct / Σ tool calls (the paper's tool productivity). With no tool call at all the
+   * ratio is undefined (0/0, or x/0 for a policy that answers everything from memory): null, printed
+   * as "n/a", never Infinity or NaN, which JSON and msgpack readers would mangle.
    */
   tp: number | null;
 }
 
-function summarize(records: readonly EvalRecord[]): EvalMetrics {
+/** The paper's EM, TC and TP over a set of answers (evaluation: src/world/eval.ts). */
+export function answerMetrics(
+  records: readonly AnswerRecord[],
+  count: ToolCallCount = DEFAULT_TOOL_CALL_COUNT,
+): AnswerMetrics {
   const n = records.length;
   let correct = 0;
   let calls = 0;
   for (const r of records) {
     correct += r.correct;
-    calls += r.toolCalls;
+    calls += countedToolCalls(r, count);
   }
   return { n, em: n ? correct / n : 0, tc: n ? calls / n : 0, tp: calls > 0 ? correct / calls : null };
 }
-
-/** Metrics per split, plus `overall` over every record. */
-export function evalMetrics(records: readonly EvalRecord[]): {
-  overall: EvalMetrics;
-  splits: Record<string, EvalMetrics>;
-} {
-  const bySplit = new Map<string, EvalRecord[]>();
-  for (const r of records) {
-    const list = bySplit.get(r.split) ?? [];
-    list.push(r);
-    bySplit.set(r.split, list);
-  }
-  const splits: Record<string, EvalMetrics> = {};
-  for (const [split, list] of [...bySplit].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-    splits[split] = summarize(list);
-  return { overall: summarize(records), splits };
-}
-
-export type CategoryCounts = Record<BoundaryCategory, number>;
 
 export function emptyCategoryCounts(): CategoryCounts {
   return { 'tool-dependent': 0, efficiency: 0, hallucination: 0, 'both-wrong': 0 };
@@ -93,7 +102,7 @@ export interface StepMetrics {
   withToolEm: number;
   /** Mean EM over no-tool rollouts. */
   noToolEm: number;
-  /** Σ tool calls over every with-tool rollout of the batch (the paper's Figure 10, left). */
+  /** Σ tool calls (countedToolCalls) over every with-tool rollout of the batch (the paper's Figure 10, left). */
   toolCallsPerBatch: number;
   /** Mean tool calls per with-tool rollout. */
   meanToolCalls: number;
@@ -114,12 +123,13 @@ export function stepMetrics(
   groups: readonly QuestionGroup[],
   labels: readonly BoundaryLabel[],
   shifts: readonly BoundaryShift[],
+  count: ToolCallCount = DEFAULT_TOOL_CALL_COUNT,
 ): StepMetrics {
   const wt = groups.flatMap((g) => g.withTool);
   const nt = groups.flatMap((g) => g.noTool);
   const categories = emptyCategoryCounts();
   for (const l of labels) categories[l.category] += 1;
-  const toolCallsPerBatch = wt.reduce((a, r) => a + r.toolCalls, 0);
+  const toolCallsPerBatch = wt.reduce((a, r) => a + countedToolCalls(r, count), 0);
   return {
     questions: groups.length,
     trainReward: mean(wt.map((r) => r.reward)),
@@ -133,4 +143,57 @@ export function stepMetrics(
     categories,
     boundaryShifts: shifts.length,
   };
+}
+
+/**
+ * The boundary as the world's oracle sees it, over one step's with-tool rollouts (the definition
+ * of src/world/eval.ts's `searchRateKnown` / `noSearchRateUnknown`, so training and evaluation
+ * report the same quantity):
+ *   knownSearchRate     = with-tool rollouts with >= 1 tool call / with-tool rollouts, on questions
+ *                         whose facts the base policy knows (searching there is wasted);
+ *   unknownNoSearchRate = with-tool rollouts with no tool call / with-tool rollouts, on questions
+ *                         it does not know (answering those from memory is a guess).
+ * A tool call is counted as TC counts it (countedToolCalls). Questions the oracle says nothing
+ * about (`knownOf` undefined) are left out; a rate with no rollout to count is null.
+ */
+export interface OracleSearchRates {
+  knownSearchRate: number | null;
+  unknownNoSearchRate: number | null;
+}
+
+export function oracleSearchRates(
+  groups: readonly QuestionGroup[],
+  knownOf: (questionId: string) => boolean | undefined,
+  count: ToolCallCount = DEFAULT_TOOL_CALL_COUNT,
+): OracleSearchRates {
+  let known = 0;
+  let knownSearched = 0;
+  let unknown = 0;
+  let unknownSkipped = 0;
+  for (const g of groups) {
+    const k = knownOf(g.questionId);
+    if (k === undefined) continue;
+    for (const r of g.withTool) {
+      const searched = countedToolCalls(r, count) > 0;
+      if (k) {
+        known++;
+        if (searched) knownSearched++;
+      } else {
+        unknown++;
+        if (!searched) unknownSkipped++;
+      }
+    }
+  }
+  return {
+    knownSearchRate: known > 0 ? knownSearched / known : null,
+    unknownNoSearchRate: unknown > 0 ? unknownSkipped / unknown : null,
+  };
+}
+
+/** The non-null rates, as learner.step's `extra` records them. */
+export function oracleRatesExtra(r: OracleSearchRates): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (r.knownSearchRate !== null) out.knownSearchRate = r.knownSearchRate;
+  if (r.unknownNoSearchRate !== null) out.unknownNoSearchRate = r.unknownNoSearchRate;
+  return out;
 }

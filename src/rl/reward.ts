@@ -64,9 +64,9 @@ export function scoreTrajectory(
   response: string | readonly TextSegment[],
   path: RolloutPath,
   gold: string | readonly string[],
-  opts: { maxToolCalls: number } = { maxToolCalls: DEFAULT_MAX_TOOL_CALLS },
+  opts: { maxToolCalls: number; toolTags?: readonly string[] } = { maxToolCalls: DEFAULT_MAX_TOOL_CALLS },
 ): TrajectoryScore {
-  const format = checkFormat(response, path, { maxToolCalls: opts.maxToolCalls });
+  const format = checkFormat(response, path, opts);
   const text = typeof response === 'string' ? response : response.map((s) => s.text).join('');
   const answer = extractAnswer(text);
   if (!format.ok || answer === null)

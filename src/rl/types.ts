@@ -5,7 +5,8 @@
  */
 
 /** The two rollout paths of AKBE's dual-path probe. */
-export type RolloutPath = 'with-tool' | 'no-tool';
+export const ROLLOUT_PATHS = ['with-tool', 'no-tool'] as const;
+export type RolloutPath = (typeof ROLLOUT_PATHS)[number];
 
 /**
  * Why a rollout ended.
@@ -16,7 +17,12 @@ export type RolloutPath = 'with-tool' | 'no-tool';
  * - `invalid-action`: the text so far breaks the tag grammar (text outside blocks, a search on the
  *   no-tool path, a self-written `<information>` block, ...).
  */
-export type StopReason = 'answer' | 'eos' | 'length' | 'tool-limit' | 'invalid-action';
+export const STOP_REASONS = ['answer', 'eos', 'length', 'tool-limit', 'invalid-action'] as const;
+export type StopReason = (typeof STOP_REASONS)[number];
+
+/** What a turn ended with, as rollout.turn records it ('think': no action, EOS or the length limit). */
+export const TURN_ACTIONS = ['think', 'search', 'answer', 'invalid'] as const;
+export type TurnActionKind = (typeof TURN_ACTIONS)[number];
 
 /** A piece of a response's text: written by the policy, or inserted by the environment. */
 export interface TextSegment {
@@ -77,7 +83,15 @@ export interface QuestionGroup {
 }
 
 /** The four knowledge-boundary categories of the paper (WT, NT). */
-export type BoundaryCategory = 'tool-dependent' | 'efficiency' | 'hallucination' | 'both-wrong';
+export const BOUNDARY_CATEGORIES = ['tool-dependent', 'efficiency', 'hallucination', 'both-wrong'] as const;
+export type BoundaryCategory = (typeof BOUNDARY_CATEGORIES)[number];
+export type CategoryCounts = Record<BoundaryCategory, number>;
+
+/** The category of a question from its two path outcomes (WT: any with-tool correct, NT: any no-tool correct). */
+export function categoryOf(wt: boolean, nt: boolean): BoundaryCategory {
+  if (wt) return nt ? 'efficiency' : 'tool-dependent';
+  return nt ? 'hallucination' : 'both-wrong';
+}
 
 export type TargetSelection = 'min-tool-calls' | 'shortest';
 export type TargetContext = 'with-tool' | 'own';

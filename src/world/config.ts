@@ -6,6 +6,7 @@
  */
 
 import { NOUNS } from './names.js';
+import { COMPOSE_KINDS } from './questions.js';
 
 export interface WorldConfig {
   seed: number;
@@ -35,6 +36,20 @@ export interface WorldConfig {
   splitShares: [number, number, number];
   /** Cap per multi-hop kind per (split, known) cell, so that multi-hop does not swamp single-hop. */
   multiHopPerCell: number;
+  // ---- the hard preset's knobs (absent = off: the default world's files do not mention them) ----
+  /** Probability that a fact's object is drawn from the subject's own role (and, for tail
+   *  subjects, its own split) rather than uniformly: multi-hop chains are kept only when wholly
+   *  known or wholly unknown within a split, so this is what yields unknown multi-hop questions. */
+  bridgeAffinity?: number;
+  /** Decoy passages per fact (0..2; corpus.ts DECOY_RELATIVES) in its subject's article: the
+   *  fact's sentence about "the rival of" / "a partner of" the subject with a wrong object. They
+   *  share the query's words, so they rank beside the true passage. */
+  decoys?: number;
+  /** Cap per comparison kind per (split, known) cell; absent = multiHopPerCell. Comparisons are
+   *  yes/no (guessing scores 0.5), so uncapped they would pull every EM towards 0.5. */
+  comparePerCell?: number;
+  /** Composition templates (names in COMPOSE_KINDS); absent = the six of the default world. */
+  composeKinds?: string[];
   // ---- pretraining mix ----------------------------------------------------------------------
   mix: MixConfig;
 }
@@ -92,9 +107,37 @@ export const DEFAULT_WORLD: WorldConfig = {
   mix: DEFAULT_MIX,
 };
 
-/** A world of ~60 entities for tests: same code paths, a fraction of the work. */
-export const TINY_WORLD: WorldConfig = {
+/**
+ * The hard preset (`akbe world build --preset hard`): the default world's recipe with more of what
+ * a tiny base gets wrong, so that EM can move under RL (on the default world the base already
+ * reaches with-tool EM 0.84 on test). docs/world.md has the measured base.
+ */
+export const HARD_WORLD: WorldConfig = {
   ...DEFAULT_WORLD,
+  headShare: 0.2, // a larger unknown share (default 0.4)
+  multiHopPerCell: 200, // no cap in practice: every composition the graph has (default 40)
+  comparePerCell: 20, // yes/no questions (guessing scores 0.5) stay a minority
+  bridgeAffinity: 0.9, // unknown 2-hop chains within a split (default: 1 and 3 in dev and test)
+  decoys: 2, // two look-alike passages per fact: "The rival of X …", "A partner of X …"
+  // Two searches of three passages with decoys need ~140 tokens; the policy's context follows
+  // (akbe pretrain's --context defaults to this).
+  mix: { ...DEFAULT_MIX, maxSequenceTokens: 160 },
+  composeKinds: [
+    'founder_birthplace',
+    'author_birthplace',
+    'birth_country',
+    'org_country',
+    'employer_founder',
+    'author_employer',
+    'founder_citizenship',
+    'author_citizenship',
+    'employer_city',
+    'city_capital',
+  ],
+};
+
+/** The sizes of the tiny world (tests): same recipe, a fraction of the work. */
+export const TINY_SIZES = {
   countries: 21,
   cities: 24,
   persons: 48,
@@ -104,7 +147,19 @@ export const TINY_WORLD: WorldConfig = {
   maxFactRepeats: 6,
   minFactRepeats: 2,
   multiHopPerCell: 6,
-};
+} as const satisfies Partial<WorldConfig>;
+
+/** A world of ~60 entities for tests: same code paths, a fraction of the work. */
+export const TINY_WORLD: WorldConfig = { ...DEFAULT_WORLD, ...TINY_SIZES };
+
+export const WORLD_PRESETS = { default: DEFAULT_WORLD, hard: HARD_WORLD } as const;
+export type WorldPreset = keyof typeof WORLD_PRESETS;
+
+/** A preset's config at a size (`tiny` keeps the preset's knobs and takes TINY_SIZES). */
+export function presetConfig(preset: WorldPreset, size: 'default' | 'tiny', seed: number): WorldConfig {
+  const base = WORLD_PRESETS[preset];
+  return size === 'tiny' ? { ...base, ...TINY_SIZES, seed } : { ...base, seed };
+}
 
 export class WorldConfigError extends Error {
   constructor(
@@ -133,8 +188,11 @@ export function validateWorldConfig(c: WorldConfig): void {
       `must be >= countries (every country has a capital), got ${c.cities}`,
     );
   if (c.works > NOUNS.length) throw new WorldConfigError('works', `exceeds the ${NOUNS.length} title nouns`);
-  for (const f of ['headShare', 'demoShare', 'aliasShare'] as const) {
-    if (!(c[f] >= 0 && c[f] <= 1)) throw new WorldConfigError(f, `must lie in [0, 1], got ${c[f]}`);
+  if (!Number.isInteger(c.decoys ?? 0) || (c.decoys ?? 0) < 0 || (c.decoys ?? 0) > 2)
+    throw new WorldConfigError('decoys', `must be 0, 1 or 2, got ${c.decoys}`);
+  for (const f of ['headShare', 'demoShare', 'aliasShare', 'bridgeAffinity'] as const) {
+    const v = c[f] ?? 0;
+    if (!(v >= 0 && v <= 1)) throw new WorldConfigError(f, `must lie in [0, 1], got ${v}`);
   }
   const s = c.splitShares;
   if (s.length !== 3 || s.some((x) => !(x >= 0)) || Math.abs(s[0] + s[1] + s[2] - 1) > 1e-9) {
@@ -145,6 +203,9 @@ export function validateWorldConfig(c: WorldConfig): void {
   }
   if (c.minFactRepeats < 1 || c.maxFactRepeats < c.minFactRepeats)
     throw new WorldConfigError('minFactRepeats', 'must satisfy 1 <= min <= max');
+  for (const k of c.composeKinds ?? [])
+    if (!COMPOSE_KINDS.some((x) => x.kind === k))
+      throw new WorldConfigError('composeKinds', `names no composition template: ${k}`);
   for (const f of ['searchKnown', 'searchUnknown'] as const) {
     if (!(c.mix[f] >= 0 && c.mix[f] <= 1))
       throw new WorldConfigError(`mix.${f}`, `must lie in [0, 1], got ${c.mix[f]}`);

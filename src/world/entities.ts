@@ -114,19 +114,31 @@ function generateFacts(entities: Entity[], config: WorldConfig): Fact[] {
   for (const [country, city] of capitalOf)
     countryOfCapital.set(city.id, countries.find((c) => c.id === country)!);
   const pools = new Map(ENTITY_TYPES.map((t) => [t, byType(t)]));
-  const objectsOf = (t: EntityType) => pools.get(t)!;
+  const affinity = config.bridgeAffinity ?? 0;
+  // Without affinity no extra draw is made, so the default world's facts stay as they were.
+  const objectsOf = (t: EntityType, subject: Entity) => {
+    if (affinity === 0 || rng.float() >= affinity) return pools.get(t)!;
+    const own = pools.get(t)!.filter((o) => sameCell(o, subject));
+    return own.length > 0 ? own : pools.get(t)!;
+  };
   const facts: Fact[] = [];
   for (const e of entities) {
     for (const relation of relationsOf(e.type)) {
       let object: Entity;
       if (relation === 'capital') object = capitalOf.get(e.id)!;
-      else if (relation === 'located_in') object = countryOfCapital.get(e.id) ?? rng.pick(countries);
-      else object = rng.pick(objectsOf(RELATION_SPECS[relation].object));
+      else if (relation === 'located_in')
+        object = countryOfCapital.get(e.id) ?? rng.pick(objectsOf('country', e));
+      else object = rng.pick(objectsOf(RELATION_SPECS[relation].object, e));
       const repeats = e.role === 'head' ? factRepeats(e.rank, config) : 0;
       facts.push({ id: `fact:${facts.length}`, subject: e.id, relation, object: object.id, repeats });
     }
   }
   return facts;
+}
+
+/** Same role, and for tail entities the same split: the cell a multi-hop chain must stay in. */
+export function sameCell(a: Entity, b: Entity): boolean {
+  return a.role === b.role && (a.role !== 'tail' || a.split === b.split);
 }
 
 /** Zipf repetitions: max / (rank + 1)^s, clamped to [min, max]. Head ranks are 0..heads-1. */

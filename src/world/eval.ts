@@ -1,35 +1,17 @@
 /**
- * Evaluation of a policy on a world's questions, on both paths. The rollout loop is the
- * environment of DESIGN.md section 1 in its simplest batched form: generate until `</search>`,
- * `</answer>`, `<eos>` or the context; after a search, retrieve the top-k passages, insert the
- * `<information>` block and continue; at most 6 searches. Scoring is the RL reward
- * (src/rl/reward.ts: Search-R1 EM with the format requirement).
- *
- * Metrics per group (hop x oracle label) and path: EM, TC (searches per question) and
- * TP = sum(EM) / sum(TC). Boundary metrics on the with-tool path: the search rate on questions the
- * policy knows and the no-search rate on questions it does not, where "knows" is read two ways:
- * the oracle label (facts in the pretraining mix) and the policy's own no-tool answer being right.
+ * The evaluation report of a policy on a world's questions, both paths. The rollouts come from the
+ * rollout machine, the environment training rolls out in (src/actors/eval-rollouts.ts: same
+ * grammar, tool-call limit, response budget and reward), here read per group (hop x oracle label)
+ * and path: EM, TC (searches per question, counted as training counts them: src/rl/metrics.ts
+ * countedToolCalls), TP = sum(EM) / sum(TC), pass@k over samples. Boundary metrics on the
+ * with-tool path: the search rate on questions the policy knows and the no-search rate on
+ * questions it does not, where "knows" is read two ways: the oracle label (facts in the
+ * pretraining mix) and the policy's own no-tool answer being right.
  */
-import type { GenerateRequest, GenerateResult } from '../gpu/decoder.js';
-import { scoreTrajectory } from '../rl/reward.js';
-import type { TextSegment } from '../rl/types.js';
-import { deriveSeed } from '../util/rng.js';
-import { informationBlock, MAX_SEARCHES, type PromptPath, promptIds } from './prompts.js';
+import { answerMetrics, countedToolCalls } from '../rl/metrics.js';
+import type { RolloutResult } from '../rl/types.js';
+import type { PromptPath } from './prompts.js';
 import type { WorldQuestion } from './questions.js';
-import { observationText, type Retriever } from './retrieval.js';
-import type { WorldTokenizer } from './tokenizer.js';
-
-export interface EvalOptions {
-  temperature: number;
-  seed: number;
-  /** Rollouts per question and path. */
-  samples: number;
-  topK: number;
-  /** The policy's context (n_positions): a rollout that would outgrow it ends with 'length'. */
-  context: number;
-  /** Requests per decode batch. */
-  batch: number;
-}
 
 export interface EvalRollout {
   questionId: string;
@@ -43,115 +25,19 @@ export interface EvalRollout {
   stopReason: string;
 }
 
-type Generate = (reqs: GenerateRequest[]) => Promise<GenerateResult[]>;
-
-interface Live {
-  q: WorldQuestion;
-  path: PromptPath;
-  sample: number;
-  ids: number[];
-  segments: TextSegment[];
-  toolCalls: number;
-  turn: number;
-  stop?: string;
-}
-
-/** Rolls out every question on both paths, `samples` times each. Deterministic for a seed. */
-export async function rollout(
-  generate: Generate,
-  tok: WorldTokenizer,
-  retriever: Retriever,
-  questions: readonly WorldQuestion[],
-  opts: EvalOptions,
-  onTurn?: (done: number, total: number) => void,
-): Promise<EvalRollout[]> {
-  const live: Live[] = [];
-  for (const q of questions) {
-    for (const path of ['no-tool', 'with-tool'] as const) {
-      for (let sample = 0; sample < opts.samples; sample++) {
-        live.push({
-          q,
-          path,
-          sample,
-          ids: promptIds(tok, path, q.question),
-          segments: [],
-          toolCalls: 0,
-          turn: 0,
-        });
-      }
-    }
-  }
-  const stopTokens = [tok.tag['</search>'], tok.tag['</answer>'], tok.eos];
-  for (;;) {
-    const active = live.filter((r) => r.stop === undefined);
-    if (active.length === 0) break;
-    for (let a = 0; a < active.length; a += opts.batch) {
-      const rows = active.slice(a, a + opts.batch);
-      const reqs = rows.map((r) => ({
-        prompt: r.ids,
-        maxNewTokens: Math.max(1, opts.context - r.ids.length),
-        seed: deriveSeed(opts.seed, 'eval', r.q.id, r.path, r.sample, r.turn),
-        temperature: opts.temperature,
-        stopTokens,
-      }));
-      const results = await generate(reqs);
-      rows.forEach((r, i) => {
-        step(r, results[i], tok, retriever, opts);
-      });
-    }
-    onTurn?.(live.filter((r) => r.stop !== undefined).length, live.length);
-  }
-  return live.map((r) => {
-    const score = scoreTrajectory(r.segments, r.path, r.q.golden_answers, { maxToolCalls: MAX_SEARCHES });
-    return {
-      questionId: r.q.id,
-      path: r.path,
-      sample: r.sample,
-      text: r.segments.map((s) => s.text).join(''),
-      answer: score.answer,
-      em: score.reward,
-      formatOk: score.formatOk,
-      toolCalls: r.toolCalls,
-      stopReason: r.stop!,
-    };
-  });
-}
-
-/** Applies one generate result to a rollout: finish it, or run its search and insert the observation. */
-function step(
-  r: Live,
-  res: GenerateResult,
-  tok: WorldTokenizer,
-  retriever: Retriever,
-  opts: EvalOptions,
-): void {
-  r.turn++;
-  r.ids.push(...res.tokens);
-  const text = tok.decode(res.tokens);
-  if (text !== '') r.segments.push({ kind: 'generated', text: r.segments.length > 0 ? ` ${text}` : text });
-  r.stop = finishReason(r, res.tokens[res.tokens.length - 1], tok);
-  if (r.stop !== undefined) return;
-  const open = text.lastIndexOf('<search>');
-  const query = text.slice(open < 0 ? 0 : open + '<search>'.length, text.length - '</search>'.length).trim();
-  const observation = informationBlock(observationText(retriever.search(query, opts.topK)));
-  const obsIds = tok.encode(observation);
-  r.toolCalls++;
-  if (r.ids.length + obsIds.length >= opts.context) {
-    r.stop = 'length';
-    return;
-  }
-  r.ids.push(...obsIds);
-  r.segments.push({ kind: 'observation', text: ` ${observation}` });
-}
-
-/** Why a rollout ends after this turn; undefined when it made a search the environment must answer. */
-function finishReason(r: Live, last: number, tok: WorldTokenizer): string | undefined {
-  if (last === tok.tag['</answer>']) return 'answer';
-  if (last === tok.eos) return 'eos';
-  if (last !== tok.tag['</search>']) return 'length';
-  if (r.path === 'no-tool') return 'invalid-action';
-  if (r.toolCalls >= MAX_SEARCHES) return 'tool-limit';
-  return undefined;
+/** A rollout machine's result (src/actors/eval-rollouts.ts) as the report reads it. */
+export function evalRolloutOf(r: RolloutResult): EvalRollout {
+  return {
+    questionId: r.questionId,
+    path: r.path,
+    sample: r.index,
+    text: r.segments.map((s) => s.text).join(''),
+    answer: r.answer,
+    em: r.em,
+    formatOk: r.formatOk,
+    toolCalls: r.toolCalls,
+    stopReason: r.stopReason,
+  };
 }
 
 // ---- metrics --------------------------------------------------------------------------------
@@ -163,6 +49,8 @@ export interface PathMetrics {
   /** sum(EM) / sum(TC); null when no search was made. */
   tp: number | null;
   formatOk: number;
+  /** Share of questions with at least one correct sample (= EM with one sample). */
+  passAtK: number;
 }
 
 export interface BoundaryMetrics {
@@ -179,16 +67,18 @@ export interface EvalReport {
   boundary: Record<'single' | 'all', BoundaryMetrics>;
 }
 
+/**
+ * EM, TC and TP as training and the audit count them (src/rl/metrics.ts), means over every
+ * sample; the format rate; pass@k = the share of questions with at least one correct sample.
+ */
 function pathMetrics(rs: readonly EvalRollout[]): PathMetrics {
   const n = rs.length;
-  const sumEm = rs.reduce((a, r) => a + r.em, 0);
-  const sumTc = rs.reduce((a, r) => a + r.toolCalls, 0);
+  const solved = new Map<string, boolean>();
+  for (const r of rs) solved.set(r.questionId, (solved.get(r.questionId) ?? false) || r.em > 0);
   return {
-    n,
-    em: n ? sumEm / n : 0,
-    tc: n ? sumTc / n : 0,
-    tp: sumTc > 0 ? sumEm / sumTc : null,
+    ...answerMetrics(rs.map((r) => ({ correct: r.em, toolCalls: r.toolCalls, stopReason: r.stopReason }))),
     formatOk: n ? rs.filter((r) => r.formatOk).length / n : 0,
+    passAtK: solved.size ? [...solved.values()].filter(Boolean).length / solved.size : 0,
   };
 }
 
@@ -207,7 +97,7 @@ function boundary(rs: readonly EvalRollout[], byId: Map<string, WorldQuestion>):
   let pUnknownSkipped = 0;
   for (const r of rs) {
     if (r.path !== 'with-tool') continue;
-    const searched = r.toolCalls > 0;
+    const searched = countedToolCalls(r) > 0;
     if (byId.get(r.questionId)!.known) {
       known++;
       if (searched) knownSearched++;
@@ -257,11 +147,11 @@ export function formatReport(report: EvalReport, header: string): string {
   const f = (x: number | null) => (x === null ? '   -' : x.toFixed(3));
   const lines = [
     header,
-    `${'group'.padEnd(18)} ${'n'.padStart(4)}  ${'no-tool EM'.padStart(10)}  ${'with-tool EM'.padStart(12)} ${'TC'.padStart(6)} ${'TP'.padStart(6)}  format`,
+    `${'group'.padEnd(18)} ${'n'.padStart(4)}  ${'no-tool EM'.padStart(10)}  ${'with-tool EM'.padStart(12)} ${'TC'.padStart(6)} ${'TP'.padStart(6)}  format       ${'pass@k wt/nt'.padStart(12)}`,
   ];
   for (const g of report.groups) {
     lines.push(
-      `${g.group.padEnd(18)} ${String(g.questions).padStart(4)}  ${f(g.noTool.em).padStart(10)}  ${f(g.withTool.em).padStart(12)} ${f(g.withTool.tc).padStart(6)} ${f(g.withTool.tp).padStart(6)}  ${f(g.withTool.formatOk)}/${f(g.noTool.formatOk)}`,
+      `${g.group.padEnd(18)} ${String(g.questions).padStart(4)}  ${f(g.noTool.em).padStart(10)}  ${f(g.withTool.em).padStart(12)} ${f(g.withTool.tc).padStart(6)} ${f(g.withTool.tp).padStart(6)}  ${f(g.withTool.formatOk)}/${f(g.noTool.formatOk)}  ${`${f(g.withTool.passAtK)}/${f(g.noTool.passAtK)}`.padStart(12)}`,
     );
   }
   for (const [name, b] of Object.entries(report.boundary)) {

@@ -39,7 +39,7 @@ export function generateWorld(config: WorldConfig, opts: GenerateOptions = {}): 
   stage('entities and facts');
   const index = new WorldIndex(generateEntities(config));
   stage('corpus');
-  const passages = buildCorpus(index);
+  const passages = buildCorpus(index, config);
   stage('questions');
   const questions = generateQuestions(index, config);
   stage('demonstrations');

@@ -67,6 +67,8 @@ export const RESERVED_WORDS = new Set(
     'not',
     'sure',
     'need',
+    'rival', // the hard preset's decoy passages
+    'partner',
   ].map((w) => w.toLowerCase()),
 );
 

@@ -14,7 +14,7 @@ import { copyFile, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../gpu/checkpoint.js';
 import { initParams } from '../gpu/config.js';
-import type { PolicyRuntime } from '../gpu/policy-runtime.js';
+import { PolicyRuntime } from '../gpu/policy-runtime.js';
 import type { DeviceChoice } from '../gpu/session.js';
 import { Progress } from '../util/progress.js';
 import { deriveSeed } from '../util/rng.js';
@@ -70,7 +70,6 @@ export async function runPretrain(o: PretrainRunOptions): Promise<PretrainResult
   const mix = await readPretrainMix(o.worldDir);
   const worldTokens = summary.digests['pretrain/tokens.u16'];
   const statePath = join(o.outDir, PRETRAIN_STATE);
-  const { PolicyRuntime } = await import('../gpu/policy-runtime.js');
   const runtimeOpts = {
     device: o.device ?? 'cpu',
     intraOpThreads: o.threads,

@@ -1,7 +1,8 @@
 /**
  * Pretraining the base policy on a world's mix (pretrain-data.ts): next-token cross-entropy on the
  * mask-1 tokens, run through the GRPO+AKBE training graph with only the AKBE `nll` term switched on
- * (pg_weight 0, akbe_weight 1, lambda 1), so pretraining and RL share one training step.
+ * (pg_weight 0, lambda 1, akbe_weight 1 / (the batch's mask-1 tokens): one token-mean, as
+ * akbeRowWeights' 'pooled'), so pretraining and RL share one training step.
  *
  * The pure parts live here: the model config, the learning-rate schedule and the batch schedule.
  * Both schedules are functions of the step alone, so a resumed run replays exactly the batches an
@@ -12,7 +13,9 @@
  * the smallest bucket that holds its longest sequence, so padding stays small and the trainer
  * keeps one graph per bucket.
  */
+
 import type { GPTConfig } from '../gpu/config.js';
+import { akbeRowWeights } from '../rl/batch.js';
 import { deriveSeed, Rng } from '../util/rng.js';
 import type { PretrainMix } from './pretrain-data.js';
 
@@ -48,6 +51,14 @@ export const DEFAULT_PRETRAIN: PretrainConfig = {
   nLayer: 2,
   nHead: 4,
 };
+
+/**
+ * Padded lengths for a context: DEFAULT_PRETRAIN's buckets below it, then the context itself
+ * (128 gives the default's buckets; the hard world's 160 adds one).
+ */
+export function bucketsFor(context: number): number[] {
+  return [...DEFAULT_PRETRAIN.buckets.filter((b) => b < context), context];
+}
 
 /** The policy's GPT-2 config for a world: its vocabulary, its longest sequence. */
 export function pretrainModelConfig(vocabSize: number, cfg: PretrainConfig): GPTConfig {
@@ -119,12 +130,16 @@ export function assembleBatch(mix: PretrainMix, planned: PlannedBatch, pad: numb
   const T = planned.seq;
   const inputIds = new BigInt64Array(B * T).fill(BigInt(pad));
   const lossMask = new Float32Array(B * (T - 1));
+  const rowTokens = new Array<number>(B).fill(0);
   planned.sequences.forEach((s, b) => {
     const a = mix.offsets[s];
     const L = mix.offsets[s + 1] - a;
     for (let t = 0; t < L; t++) inputIds[b * T + t] = BigInt(mix.tokens[a + t]);
     // Position t predicts token t+1: it is a target when token t+1 has mask 1.
-    for (let t = 0; t + 1 < L; t++) lossMask[b * (T - 1) + t] = mix.mask[a + t + 1];
+    for (let t = 0; t + 1 < L; t++) {
+      lossMask[b * (T - 1) + t] = mix.mask[a + t + 1];
+      rowTokens[b] += mix.mask[a + t + 1];
+    }
   });
   return {
     inputIds,
@@ -132,6 +147,7 @@ export function assembleBatch(mix: PretrainMix, planned: PlannedBatch, pad: numb
     oldLogprobs: new Float32Array(B * (T - 1)),
     advantages: new Float32Array(B),
     pgWeight: new Float32Array(B), // no policy-gradient term
-    akbeWeight: new Float32Array(B).fill(1), // every sequence is a cross-entropy target
+    // Every sequence is a cross-entropy target; one token-mean over the batch's mask-1 tokens.
+    akbeWeight: Float32Array.from(akbeRowWeights(rowTokens, 'pooled')),
   };
 }

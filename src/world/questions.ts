@@ -10,7 +10,7 @@
  */
 import { deriveSeed, Rng } from '../util/rng.js';
 import type { WorldConfig } from './config.js';
-import type { Entity, Fact, Split, WorldIndex } from './entities.js';
+import { type Entity, type Fact, type Split, sameCell, type WorldIndex } from './entities.js';
 import { RELATION_SPECS, type Relation } from './relations.js';
 
 export type Hop = 'single' | 'compose' | 'compare';
@@ -76,7 +76,41 @@ export const COMPOSE_KINDS: ComposeKind[] = [
     second: 'works_for',
     question: (s) => `Who does the author of ${s} work for?`,
   },
+  // The hard preset's further compositions (config.composeKinds).
+  {
+    kind: 'founder_citizenship',
+    first: 'founded_by',
+    second: 'citizen_of',
+    question: (s) => `Which country is the founder of ${s} a citizen of?`,
+  },
+  {
+    kind: 'author_citizenship',
+    first: 'written_by',
+    second: 'citizen_of',
+    question: (s) => `Which country is the author of ${s} a citizen of?`,
+  },
+  {
+    kind: 'employer_city',
+    first: 'works_for',
+    second: 'based_in',
+    question: (s) => `Where is the company ${s} works for based?`,
+  },
+  {
+    kind: 'city_capital',
+    first: 'located_in',
+    second: 'capital',
+    question: (s) => `What is the capital of the country ${s} is in?`,
+  },
 ];
+
+/** The default world's compositions: the first six (a world without `composeKinds`). */
+export const DEFAULT_COMPOSE_KINDS = COMPOSE_KINDS.slice(0, 6).map((k) => k.kind);
+
+/** The composition templates a world uses, in COMPOSE_KINDS order. */
+export function composeKindsOf(config: WorldConfig): ComposeKind[] {
+  const names = config.composeKinds ?? DEFAULT_COMPOSE_KINDS;
+  return COMPOSE_KINDS.filter((k) => names.includes(k.kind));
+}
 
 interface CompareKind {
   kind: string;
@@ -120,7 +154,7 @@ export function generateQuestions(index: WorldIndex, config: WorldConfig): World
   }
   const rng = new Rng(deriveSeed(config.seed, 'multi-hop'));
   const cap = config.multiHopPerCell;
-  for (const k of COMPOSE_KINDS) {
+  for (const k of composeKindsOf(config)) {
     const cells = new Map<string, number>();
     const topics = rng.shuffle(
       index.graph.entities.filter((e) => e.type === RELATION_SPECS[k.first].subject),
@@ -145,7 +179,8 @@ export function generateQuestions(index: WorldIndex, config: WorldConfig): World
       });
     }
   }
-  for (const k of COMPARE_KINDS) out.push(...compareQuestions(index, k, rng, cap));
+  const compareCap = config.comparePerCell ?? cap;
+  for (const k of COMPARE_KINDS) out.push(...compareQuestions(index, k, rng, compareCap));
   return out.map((q, i) => ({ id: `q${i}`, ...q }));
 }
 
@@ -197,8 +232,7 @@ function compareQuestions(
  * which would teach the policy facts of a dev question. A known bridge may come from any split.
  */
 function bridgeAllowed(topic: Entity, bridge: Entity): boolean {
-  if (topic.role !== bridge.role) return false;
-  return topic.role === 'head' || topic.split === bridge.split;
+  return sameCell(topic, bridge);
 }
 
 function questionSplit(e: Entity): Split | 'demo' {

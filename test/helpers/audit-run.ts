@@ -8,7 +8,7 @@
  * questions and steps.
  */
 import { createActor, fromPromise, toPromise } from 'xstate';
-import { rolloutCompletedEvent } from '../../src/actors/event-sink.js';
+import { rolloutCompletedEvent, trainedBatchOf } from '../../src/actors/fact-events.js';
 import type { AkbeEvent, EventDataMap, EventType, MetaInput } from '../../src/events/catalog.js';
 import { createEvent } from '../../src/events/catalog.js';
 import { ManualClock } from '../../src/events/clock.js';
@@ -17,8 +17,8 @@ import { learnerMachine, type TrainRequest, type TrainResult } from '../../src/m
 import { type QuestionSpec, questionMachine } from '../../src/machines/question.js';
 import { rolloutMachine } from '../../src/machines/rollout.js';
 import { type RunInput, runMachine } from '../../src/machines/run.js';
+import { lossTermsFor } from '../../src/rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG, type TrainConfig } from '../../src/rl/config.js';
-import { lossTermsFor } from '../../src/rl/losses.js';
 import { Rng } from '../../src/util/rng.js';
 import { fakeSearch, type ScriptedCalls, scriptedGenerate, ToyTokenizer } from './scripted-policy.js';
 
@@ -53,12 +53,24 @@ export function scriptedMachines(tok: ToyTokenizer, trainRequests: TrainRequest[
   return runMachine.provide({
     actors: {
       question: questionMachine.provide({
-        actors: { rollout: rolloutMachine.provide({ actors: { generate, search: fakeSearch(tok, calls) } }) },
+        actors: {
+          rollout: rolloutMachine.provide({ actors: { generate, callTool: fakeSearch(tok, calls) } }),
+        },
       }),
       learner: learnerMachine.provide({
         actors: {
           train: fromPromise<TrainResult, TrainRequest>(async ({ input }) => {
             trainRequests.push(input);
+            // dpo-akbe: the trainer's reference logprobs; here each row's recorded old logprobs
+            // summed (v0 = the sampling policy at step 0, what the audit checks there).
+            const b = input.batch;
+            if (b.dpoPairs)
+              b.refLogp = Float32Array.from({ length: b.rows }, (_, r) =>
+                Math.min(
+                  -1e-4,
+                  b.oldLogprobs.subarray(r * (b.T - 1), (r + 1) * (b.T - 1)).reduce((a, x) => a + x, 0),
+                ),
+              );
             return {
               version: input.policyVersion + 1,
               metrics: { loss: 0.5, lossGrpo: 0.4, lossAkbe: 2, gradNorm: 1.5, clipFrac: 0.1 },
@@ -88,6 +100,8 @@ export function auditRunInput(tok: ToyTokenizer, opts: AuditRunOptions = {}) {
     id: `q${i}`,
     text: `question ${i}`,
     split: 'train',
+    // The world's oracle, as the orchestrator passes it from the world's questions.
+    known: i % 2 === 0,
     gold: [ANSWERS[i % 3] === 'madrid' ? 'Madrid' : `The ${ANSWERS[i % 3]}`],
     withToolPrompt: tok.encode(`WT question ${i} ?`),
     noToolPrompt: tok.encode(`NT question ${i} ?`),
@@ -103,9 +117,11 @@ export function auditRunInput(tok: ToyTokenizer, opts: AuditRunOptions = {}) {
     learner: {
       miniBatchQuestions: config.miniBatchQuestions,
       algo: config.algo,
+      algoOptions: config.algoOptions,
       advantage: config.advantage,
       targetSelection: config.targetSelection,
       targetContext: config.targetContext,
+      akbeAggregation: config.akbeAggregation,
       losses: lossTermsFor(config),
     },
   };
@@ -139,11 +155,14 @@ export function factsToEvents(
   const add = <K extends EventType>(type: K, data: EventDataMap[K], meta: Omit<MetaInput<K>, 'runId'>) =>
     events.push(createEvent(type, data, { ...meta, runId } as MetaInput<K>, clock) as AkbeEvent);
   let current = { step: 0, version: 0 };
+  // The oracle rates, counted here by hand (the audit recomputes them with src/rl/metrics.ts).
+  const knownOf = new Map(questions.map((q) => [q.id, q.known]));
+  const oracle = new Map<number, { known: number[]; unknown: number[] }>();
   add(
     'run.started',
     {
       algo: config.algo === 'akbe' ? 'grpo+akbe' : 'grpo',
-      config: { ...config },
+      config: { ...config, toolCallCount: 'emitted' }, // as runSetup records it
       seeds: { run: config.seed },
       worldRef: 'world:test',
       policyRef: 'policy:test',
@@ -169,7 +188,7 @@ export function factsToEvents(
       case 'question.assigned':
         add(
           'question.assigned',
-          { text: f.text, goldAnswers: f.gold, split: f.split, groupSize: f.groupSize },
+          { text: f.text, goldAnswers: f.gold, split: f.split, groupSize: f.groupSize, known: f.known },
           { step: f.step, policyVersion: f.policyVersion, questionId: f.questionId },
         );
         break;
@@ -203,10 +222,10 @@ export function factsToEvents(
         add(
           'tool.called',
           {
+            tool: f.tool,
             turn: f.turn,
             query: f.query,
-            passageIds: f.passageIds,
-            scores: f.scores,
+            record: f.record,
             observationTokenIds: Int32Array.from(f.observationTokenIds),
             latencyMs: f.latencyMs,
             error: f.error,
@@ -226,6 +245,10 @@ export function factsToEvents(
       }
       case 'group.completed': {
         const g = f.group;
+        const counts = oracle.get(g.step) ?? { known: [0, 0], unknown: [0, 0] };
+        const cell = knownOf.get(g.questionId) ? counts.known : counts.unknown;
+        for (const r of g.withTool) cell[r.toolCalls > 0 ? 1 : 0]++; // [no search, searched]
+        oracle.set(g.step, counts);
         const path = (rs: typeof g.withTool) => ({
           rolloutIds: rs.map((r) => r.rolloutId),
           rewards: rs.map((r) => r.reward),
@@ -290,20 +313,8 @@ export function factsToEvents(
               trainSeconds: 1,
               updates: f.batch.miniBatches,
             },
-            extra: {},
-            batch: {
-              T: b.T,
-              lossTokens: b.lossTokens,
-              miniBatchSeed: f.miniBatchSeed,
-              rows: b.rowInfo.map((row, i) => ({
-                rolloutId: row.rolloutId,
-                context: row.context,
-                advantage: b.advantages[i],
-                grpo: b.pgWeight[i] === 1,
-                akbe: b.akbeWeight[i] === 1,
-                miniBatch: b.miniBatches.findIndex((mb) => mb.includes(i)),
-              })),
-            },
+            extra: oracleExtra(oracle.get(f.step)),
+            batch: trainedBatchOf(b, f.miniBatchSeed),
           },
           { step: f.step, policyVersion: f.policyVersion },
         );
@@ -337,6 +348,17 @@ export function factsToEvents(
     }
   }
   return events;
+}
+
+/** learner.step.extra's oracle rates from [no search, searched] counts (keys absent when 0/0). */
+function oracleExtra(c: { known: number[]; unknown: number[] } | undefined): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (!c) return out;
+  const [kNo, kYes] = c.known;
+  const [uNo, uYes] = c.unknown;
+  if (kNo + kYes > 0) out.knownSearchRate = kYes / (kNo + kYes);
+  if (uNo + uYes > 0) out.unknownNoSearchRate = uNo / (uNo + uYes);
+  return out;
 }
 
 /** Assigns stream sequences 1..n, as a replay from the store would. */

@@ -49,6 +49,7 @@ function toOrt(dtype: DType, values: number[], shape: number[]): ort.Tensor {
   if (dtype === 'int64') return new ort.Tensor('int64', BigInt64Array.from(values, BigInt), shape);
   if (dtype === 'int32') return new ort.Tensor('int32', Int32Array.from(values), shape);
   if (dtype === 'bool') return new ort.Tensor('bool', Uint8Array.from(values), shape);
+  if (dtype !== 'float32' && dtype !== 'float64') throw new Error(`gradcheck: no ${dtype} inputs`);
   return new ort.Tensor(dtype, ArrayOf[dtype].from(values), shape);
 }
 

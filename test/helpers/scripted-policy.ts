@@ -1,16 +1,11 @@
 /**
  * Scripted stand-ins for the policy and search services, for machine tests: a whitespace
  * "tokenizer" with a growing vocabulary (every tag a single token, as in the world's tokenizer),
- * a `generate` actor that plays scripted turns, and a `search` actor that answers with a fixed
- * observation block.
+ * a `generate` actor that plays scripted turns, and a `callTool` actor (the search tool) that
+ * answers with a fixed observation block.
  */
 import { fromPromise } from 'xstate';
-import type {
-  GenerateRequest,
-  GenerateResult,
-  SearchRequest,
-  SearchResult,
-} from '../../src/machines/rollout.js';
+import type { GenerateRequest, GenerateResult, ToolRequest, ToolResult } from '../../src/machines/rollout.js';
 
 export class ToyTokenizer {
   private ids = new Map<string, number>();
@@ -36,7 +31,7 @@ export class ToyTokenizer {
 
 export interface ScriptedCalls {
   generate: GenerateRequest[];
-  search: SearchRequest[];
+  search: ToolRequest[];
 }
 
 /**
@@ -63,9 +58,9 @@ export function scriptedGenerate(
 }
 
 export function fakeSearch(tok: ToyTokenizer, calls: ScriptedCalls) {
-  return fromPromise<SearchResult, SearchRequest>(async ({ input }) => {
+  return fromPromise<ToolResult, ToolRequest>(async ({ input }) => {
     calls.search.push(input);
     const text = `<information> Doc 1(Title: ${input.query.replace(/\s+/g, '_')}) passage </information>`;
-    return { tokens: tok.encode(text), text, passageIds: ['p1'], scores: [0.5] };
+    return { tool: 'search', tokens: tok.encode(text), text, record: { passageIds: ['p1'], scores: [0.5] } };
   });
 }

@@ -3,7 +3,7 @@
  * and cached under .akbe/test-fixtures (about 15 s on a quiet 2-core machine). Built in a temp dir
  * and renamed into place, so concurrent test files never see half a fixture.
  */
-import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import type { RunSpec } from '../../src/actors/roles.js';
@@ -67,4 +67,30 @@ export function tinySpec(fx: TinyRun, over: Partial<TrainConfig> = {}): RunSpec 
     basePolicy: fx.policyDir,
     topK: 3,
   };
+}
+
+/**
+ * The committed base policy (assets/base) on the seed-0 world it was pretrained on, built once
+ * and cached like the tiny fixture: a policy that answers some questions right and some wrong, so
+ * boundary labels vary (the tiny policy labels everything both-wrong). The training pool is cut
+ * to its first 8 questions, so a step of 6 meets questions labelled before (boundary shifts).
+ */
+export async function baseRunFixture(): Promise<TinyRun> {
+  const dir = resolve('.akbe/test-fixtures/world-seed0-pool8');
+  const policyDir = resolve('assets/base');
+  if (existsSync(join(dir, 'world.json'))) return { worldDir: dir, policyDir };
+  mkdirSync(resolve('.akbe/test-fixtures'), { recursive: true });
+  const tmp = mkdtempSync(`${dir}.tmp-`);
+  const { DEFAULT_WORLD } = await import('../../src/world/config.js');
+  const { generateWorld } = await import('../../src/world/generate.js');
+  const { writeWorld } = await import('../../src/world/files.js');
+  await writeWorld(generateWorld({ ...DEFAULT_WORLD, seed: 0 }), tmp);
+  const train = join(tmp, 'questions', 'train.jsonl');
+  writeFileSync(train, `${readFileSync(train, 'utf8').split('\n').slice(0, 8).join('\n')}\n`);
+  try {
+    renameSync(tmp, dir);
+  } catch {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return { worldDir: dir, policyDir };
 }

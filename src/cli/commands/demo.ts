@@ -5,6 +5,7 @@
  * `akbe world build --seed 0`) and uses the committed base policy (assets/base: `akbe pretrain`,
  * 2000 steps, on that world; docs/world.md). A base in <home>/base wins; without either, the demo
  * pretrains a shorter one there.
+ * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';

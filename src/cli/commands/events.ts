@@ -1,9 +1,11 @@
 /**
  * `akbe events tail|export|dead-letters`: read a run's event log.
+ * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
  */
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
-import { type CommandSpec, choiceFlag, intFlag } from '../command.js';
+import { rm } from 'node:fs/promises';
+import { type CommandContext, type CommandSpec, choiceFlag, intFlag } from '../command.js';
 import { CONNECTION_FLAGS, runFlag } from '../common-flags.js';
 import { openEventStore } from './replay.js';
 
@@ -56,15 +58,22 @@ const exportCmd: CommandSpec = {
     choiceFlag(ctx, 'format', ['jsonl'] as const, 'jsonl');
     const file = ctx.flags.out as string | undefined;
     const { eventToJsonLine } = await import('../../events/codec.js');
+    const { ExportChain, sealLine } = await import('../../audit/export-seal.js');
     const { nats, store, deadLettered } = await openEventStore(ctx);
+    const seed = await exportSigningSeed(ctx, nats.url);
     const sink = file ? createWriteStream(file) : ctx.out;
+    const chain = new ExportChain(runId);
     let n = 0;
     try {
       if (file) await once(sink, 'open');
       for await (const { event } of store.replay(runId)) {
-        if (!sink.write(`${eventToJsonLine(event)}\n`)) await once(sink, 'drain');
+        const line = eventToJsonLine(event);
+        chain.add(line, event);
+        if (!sink.write(`${line}\n`)) await once(sink, 'drain');
         n++;
       }
+      // The seal: hash chain head + the run's digest, signed with the orchestrator's nkey.
+      if (seed) sink.write(`${sealLine(chain, seed)}\n`);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code && file)
         throw new Error(`--out ${file}: ${(err as Error).message}`, { cause: err });
@@ -74,8 +83,20 @@ const exportCmd: CommandSpec = {
       await nats.close();
     }
     const dl = deadLettered();
+    // A run whose every message was dead-lettered exists (the export says where they went);
+    // one with nothing on its subjects does not.
+    if (n === 0 && dl === 0) {
+      if (file) await rm(file, { force: true });
+      throw new Error(
+        `run ${runId} has no events on ${nats.url}: nothing exported (akbe runs lists the runs)`,
+      );
+    }
+    if (!seed)
+      ctx.err.write(
+        'akbe events export: no orchestrator key (akbe nats auth, or AKBE_NATS_CREDS): the export is not sealed\n',
+      );
     ctx.err.write(
-      `exported ${n} events of run ${runId}${file ? ` to ${file}` : ''}${dl ? `; ${dl} bad messages went to the dead letters (akbe events dead-letters --run ${runId})` : ''}\n`,
+      `exported ${n} events of run ${runId}${file ? ` to ${file}` : ''}${dl ? `; ${dl} bad messages went to the dead letters (akbe events dead-letters --run ${runId})` : ''}${seed ? `; sealed by ${seed.signer}` : ''}\n`,
     );
     return 0;
   },
@@ -114,5 +135,22 @@ const deadLetters: CommandSpec = {
     return 0;
   },
 };
+
+/** The orchestrator's nkey seed, found the way the connection finds credentials. */
+async function exportSigningSeed(
+  ctx: CommandContext,
+  url: string,
+): Promise<(Uint8Array & { signer: string }) | null> {
+  const { akbeHome, natsClientOptions } = await import('../../actors/connection.js');
+  const { readSeed } = await import('../../actors/nats-auth.js');
+  const creds = natsClientOptions(
+    (ctx.flags.home as string | undefined) ?? akbeHome(),
+    'orchestrator',
+    process.env,
+    url,
+  ).credentials;
+  if (!creds) return null;
+  return Object.assign(creds.seed, { signer: readSeed(creds.path).getPublicKey() });
+}
 
 export const eventsCommands: CommandSpec[] = [tail, exportCmd, deadLetters];

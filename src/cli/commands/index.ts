@@ -2,11 +2,14 @@
  * `akbe index build|search|serve`: the search tool from the command line. Heavy modules
  * (hnswlib, onnxruntime, NATS) load inside `run`.
  */
+
+import { DEFAULT_CHUNK_QUERIES, DEFAULT_MAX_BODY_BYTES } from '../../index/http.js';
+import { DEFAULT_RETRIEVE_LIMITS } from '../../index/retrieve-request.js';
 import {
-  type CommandContext,
   type CommandSpec,
   choiceFlag,
   intFlag,
+  optionalString,
   requireString,
   UsageError,
 } from '../command.js';
@@ -19,11 +22,6 @@ const modelFlags = {
   },
   vocab: { type: 'string', value: 'FILE', description: 'e5: vocab.txt or tokenizer.json (WordPiece)' },
 } as const;
-
-function optionalString(ctx: CommandContext, name: string): string | undefined {
-  const v = ctx.flags[name];
-  return typeof v === 'string' && v !== '' ? v : undefined;
-}
 
 const build: CommandSpec = {
   path: ['index', 'build'],
@@ -179,6 +177,36 @@ const serve: CommandSpec = {
       default: 'dev',
     },
     ef: { type: 'string', value: 'N', description: 'HNSW search candidate list size', default: '64' },
+    'max-queries': {
+      type: 'string',
+      value: 'N',
+      description: 'HTTP: queries per request (Search-R1 GRPO sends 512 x 5 = 2,560)',
+      default: String(DEFAULT_RETRIEVE_LIMITS.maxQueries),
+    },
+    'max-query-chars': {
+      type: 'string',
+      value: 'N',
+      description: 'HTTP: characters per query',
+      default: String(DEFAULT_RETRIEVE_LIMITS.maxQueryChars),
+    },
+    'max-topk': {
+      type: 'string',
+      value: 'N',
+      description: 'HTTP: passages per query',
+      default: String(DEFAULT_RETRIEVE_LIMITS.maxTopk),
+    },
+    'max-body-bytes': {
+      type: 'string',
+      value: 'N',
+      description: 'HTTP: request body size',
+      default: String(DEFAULT_MAX_BODY_BYTES),
+    },
+    chunk: {
+      type: 'string',
+      value: 'N',
+      description: 'HTTP: queries searched at once; replies stream chunk by chunk',
+      default: String(DEFAULT_CHUNK_QUERIES),
+    },
     ...modelFlags,
   },
   async run(ctx) {
@@ -188,7 +216,7 @@ const serve: CommandSpec = {
     const runId = requireString(ctx, 'run');
     const ef = intFlag(ctx, 'ef', { min: 1, max: 100000 })!;
     if (httpOnly && port === undefined) throw new UsageError('--http-only needs --http PORT');
-    const { searchSubject, SearchService } = await import('../../index/service.js');
+    const { searchSubject } = await import('../../index/search-request.js');
     try {
       searchSubject(runId);
     } catch {
@@ -204,6 +232,7 @@ const serve: CommandSpec = {
     try {
       if (!httpOnly) {
         const { connectAkbeNats } = await import('../../actors/connection.js');
+        const { SearchService } = await import('../../actors/search-service.js');
         const nats = await connectAkbeNats({
           url: optionalString(ctx, 'nats'),
           name: `akbe-search-${runId}`,
@@ -219,7 +248,17 @@ const serve: CommandSpec = {
       }
       if (port !== undefined) {
         const { startRetrievalHttpServer } = await import('../../index/http.js');
-        const http = await startRetrievalHttpServer(searcher, { port, host: optionalString(ctx, 'host') });
+        const http = await startRetrievalHttpServer(searcher, {
+          port,
+          host: optionalString(ctx, 'host'),
+          limits: {
+            maxQueries: intFlag(ctx, 'max-queries', { min: 1 })!,
+            maxQueryChars: intFlag(ctx, 'max-query-chars', { min: 1 })!,
+            maxTopk: intFlag(ctx, 'max-topk', { min: 1 })!,
+          },
+          maxBodyBytes: intFlag(ctx, 'max-body-bytes', { min: 1024 })!,
+          chunkQueries: intFlag(ctx, 'chunk', { min: 1 })!,
+        });
         stops.unshift(() => http.close());
         ctx.out.write(`retrieval endpoint: POST ${http.url}/retrieve\n`);
       }

@@ -1,12 +1,20 @@
 /**
- * `akbe nats up|down|status`: a local nats-server (JetStream, store under <home>/nats) that
+ * `akbe nats up|down|status|auth`: a local nats-server (JetStream, store under <home>/nats) that
  * outlives one command, so that a training run, `akbe events tail` and other tools share it.
+ * Every server requires credentials: `akbe nats auth` writes (once) the per-role nkey seeds and
+ * the server's auth.conf (docs/security.md).
+ * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
  */
+import { existsSync } from 'node:fs';
 import { type CommandSpec, intFlag, UsageError } from '../command.js';
 import { HOME_FLAG } from '../common-flags.js';
 
 async function connection() {
   return import('../../actors/connection.js');
+}
+
+async function detachedServer() {
+  return import('../../actors/detached-server.js');
 }
 
 function fmtBytes(n: number): string {
@@ -30,11 +38,11 @@ const up: CommandSpec = {
   },
   async run(ctx) {
     const port = intFlag(ctx, 'port', { min: 1, max: 65535 });
-    const { akbeHome, liveServerRecord, startDetachedNatsServer } = await connection();
+    const { akbeHome, liveServerRecord } = await connection();
+    const { startDetachedNatsServer } = await detachedServer();
     const home = typeof ctx.flags.home === 'string' ? ctx.flags.home : akbeHome();
     const config = ctx.flags.config as string | undefined;
     if (config !== undefined) {
-      const { existsSync } = await import('node:fs');
       if (!existsSync(config)) throw new UsageError(`--config: no such file '${config}'`);
     }
     const running = liveServerRecord(home);
@@ -56,20 +64,24 @@ const down: CommandSpec = {
   summary: 'stop the nats-server started by akbe nats up',
   flags: { home: HOME_FLAG },
   async run(ctx) {
-    const { akbeHome, liveServerRecord, stopRecordedServer } = await connection();
+    const { akbeHome, liveServerRecord } = await connection();
+    const { stopRecordedServer } = await detachedServer();
     const home = typeof ctx.flags.home === 'string' ? ctx.flags.home : akbeHome();
     const record = liveServerRecord(home);
     if (!record) {
       ctx.out.write('nats: not running\n');
       return 0;
     }
-    if (record.mode === 'embedded') {
+    if (record.mode === 'embedded' && isProcessAlive(record.ownerPid)) {
       throw new Error(
         `the server at ${record.url} belongs to akbe process ${record.ownerPid} (embedded); it stops when that process ends`,
       );
     }
     await stopRecordedServer(home, record);
-    ctx.out.write(`nats: stopped pid ${record.pid}\n`);
+    // An embedded server whose akbe died (SIGKILL) is an orphan: nobody else would stop it.
+    ctx.out.write(
+      `nats: stopped pid ${record.pid}${record.mode === 'embedded' ? ` (orphaned by akbe process ${record.ownerPid})` : ''}\n`,
+    );
     return 0;
   },
 };
@@ -87,6 +99,7 @@ const status: CommandSpec = {
   },
   async run(ctx) {
     const { akbeHome, connectAkbeNats, liveServerRecord } = await connection();
+    const { streamSummaries } = await import('../../actors/stream-summaries.js');
     const home = typeof ctx.flags.home === 'string' ? ctx.flags.home : akbeHome();
     const url = ctx.flags.nats as string | undefined;
     const record = url || process.env.NATS_URL ? null : liveServerRecord(home);
@@ -103,26 +116,50 @@ const status: CommandSpec = {
         ? 'from NATS_URL'
         : 'from --nats';
     ctx.out.write(`nats: running at ${nats.url} (${where}), server ${nats.nc.info?.version ?? '?'}\n`);
-    const { jetstreamManager } = await import('@nats-io/jetstream');
-    let jsm: Awaited<ReturnType<typeof jetstreamManager>>;
-    try {
-      jsm = await jetstreamManager(nats.nc);
-    } catch {
+    const streams = await streamSummaries(nats.nc);
+    if (!streams) {
       ctx.out.write('jetstream: not enabled on this server\n');
       return 1;
     }
-    const streams = [];
-    for await (const si of jsm.streams.list()) streams.push(si);
     if (streams.length === 0) ctx.out.write('streams: none yet\n');
     else ctx.out.write('streams:\n');
-    for (const si of streams.sort((a, b) => a.config.name.localeCompare(b.config.name))) {
-      const s = si.state;
+    for (const s of streams) {
       ctx.out.write(
-        `  ${si.config.name.padEnd(20)} ${String(s.messages).padStart(9)} msgs ${fmtBytes(s.bytes).padStart(10)}  seq ${s.first_seq}..${s.last_seq}  consumers ${s.consumer_count}  replicas ${si.config.num_replicas}  subjects ${(si.config.subjects ?? []).join(' ')}\n`,
+        `  ${s.name.padEnd(20)} ${String(s.messages).padStart(9)} msgs ${fmtBytes(s.bytes).padStart(10)}  seq ${s.firstSeq}..${s.lastSeq}  consumers ${s.consumers}  replicas ${s.replicas}  subjects ${s.subjects.join(' ')}\n`,
       );
     }
     return 0;
   },
 };
 
-export const natsCommands: CommandSpec[] = [up, down, status];
+/** True while `pid` runs (EPERM: it runs as another user). */
+function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+const auth: CommandSpec = {
+  path: ['nats', 'auth'],
+  summary: 'create the NATS credentials (an nkey seed per role, 0600) and the server auth.conf; print where',
+  flags: { home: HOME_FLAG },
+  async run(ctx) {
+    const { akbeHome } = await connection();
+    const { ensureNatsAuth, natsAuthDir, NATS_ROLES, seedPath, authConfPath } = await import(
+      '../../actors/nats-auth.js'
+    );
+    const home = typeof ctx.flags.home === 'string' ? ctx.flags.home : akbeHome();
+    const dir = ensureNatsAuth(natsAuthDir(home));
+    ctx.out.write(`nats auth: ${authConfPath(dir)} (server: include it, or akbe nats up loads it)\n`);
+    for (const role of NATS_ROLES) ctx.out.write(`  ${role.padEnd(12)} ${seedPath(dir, role)}\n`);
+    ctx.out.write(
+      'a worker elsewhere: copy its role seed there (mode 0600) and set AKBE_NATS_CREDS=<file> (docs/security.md)\n',
+    );
+    return 0;
+  },
+};
+
+export const natsCommands: CommandSpec[] = [up, down, status, auth];

@@ -1,7 +1,7 @@
 /**
- * `akbe policy ...`: create, inspect and run the embedded GPT policy from a checkpoint directory
- * (config.json + model.safetensors, Hugging Face GPT-2 layout). ORT and the graphs are imported
- * lazily so `akbe --help` stays fast.
+ * `akbe policy ...`: create, inspect and run a policy from a checkpoint directory (config.json +
+ * model.safetensors or shards, the Hugging Face layout of GPT-2, Llama, Qwen2 or Qwen3). ORT and
+ * the graphs are imported lazily so `akbe --help` stays fast.
  */
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -15,6 +15,7 @@ import {
   requireString,
   UsageError,
 } from '../command.js';
+import { WEIGHTS_DTYPE_FLAG, weightsDtypeFlag } from '../common-flags.js';
 
 const DEVICE_FLAG = {
   device: {
@@ -29,6 +30,7 @@ const DEVICE_FLAG = {
     description: 'ORT intra-op threads (0 = one per core)',
     default: '0',
   },
+  ...WEIGHTS_DTYPE_FLAG,
 } as const;
 
 async function runtimeFor(ctx: CommandContext) {
@@ -40,6 +42,7 @@ async function runtimeFor(ctx: CommandContext) {
   return PolicyRuntime.fromCheckpoint(dir, {
     device,
     intraOpThreads,
+    weights: await weightsDtypeFlag(ctx, dir),
     log: (line) => ctx.err.write(`${line}\n`),
   });
 }
@@ -62,33 +65,56 @@ async function readJsonFile(path: string, flag: string): Promise<unknown> {
 
 const init: CommandSpec = {
   path: ['policy', 'init'],
-  summary: 'Create a randomly initialised policy checkpoint (GPT-2 init) from a config.json',
+  summary:
+    "Create a randomly initialised policy checkpoint (the family's init) from a GPT-2, Llama, Qwen2 or Qwen3 config.json",
   flags: {
     config: {
       type: 'string',
       value: 'FILE',
-      description: 'JSON with Hugging Face GPT-2 fields: vocab_size, n_embd, n_layer, n_head, n_positions',
+      description:
+        'Hugging Face config.json: GPT2LMHeadModel (vocab_size, n_embd, n_layer, n_head, n_positions) or LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM',
     },
     out: { type: 'string', value: 'DIR', description: 'checkpoint directory to write' },
     seed: { type: 'string', value: 'N', description: 'initialisation seed', default: '0' },
+    dtype: {
+      type: 'string',
+      value: 'T',
+      description: 'saved element type: F32 | BF16 | F16',
+      default: 'F32',
+    },
+    'shard-mb': {
+      type: 'string',
+      value: 'N',
+      description: 'shard the weights into files of at most N MB (model.safetensors.index.json)',
+    },
     force: { type: 'boolean', description: 'overwrite an existing checkpoint in DIR' },
   },
   async run(ctx) {
     const configPath = requireString(ctx, 'config');
     const out = requireString(ctx, 'out');
     const seed = intFlag(ctx, 'seed', { min: 0, max: 0xffffffff, fallback: 0 })!;
-    const { validateGPTConfig, initParams, countParams } = await import('../../gpu/config.js');
+    const { SAVE_DTYPES } = await import('../../gpu/hf-weights.js');
+    const dtype = choiceFlag(ctx, 'dtype', SAVE_DTYPES, 'F32')!;
+    const shardMb = intFlag(ctx, 'shard-mb', { min: 1 });
+    const { parsePolicyConfig, architecture, countParams } = await import('../../gpu/architecture.js');
     const { saveCheckpoint, CONFIG_FILE } = await import('../../gpu/checkpoint.js');
-    const cfg = validateGPTConfig(await readJsonFile(configPath, 'config'), configPath);
+    const cfg = parsePolicyConfig(await readJsonFile(configPath, 'config'), configPath);
     if (existsSync(join(out, CONFIG_FILE)) && ctx.flags.force !== true) {
       throw new Error(`--out ${out} already holds a checkpoint; pass --force to overwrite it`);
     }
-    await saveCheckpoint(out, {
-      config: cfg,
-      params: initParams(cfg, seed),
-      metadata: { akbe_init_seed: String(seed) },
-    });
-    ctx.out.write(`wrote ${out} (${countParams(cfg)} parameters, seed ${seed})\n`);
+    await saveCheckpoint(
+      out,
+      {
+        config: cfg,
+        params: architecture(cfg).initParams(seed),
+        metadata: { akbe_init_seed: String(seed) },
+      },
+      { dtype, maxShardBytes: shardMb ? shardMb * 1e6 : undefined },
+    );
+    ctx.out.write(
+      `wrote ${out} (${countParams(cfg)} parameters, seed ${seed}): ${architecture(cfg).name}, ${dtype}
+`,
+    );
   },
 };
 
@@ -160,18 +186,35 @@ const sample: CommandSpec = {
 const info: CommandSpec = {
   path: ['policy', 'info'],
   summary:
-    'Show a checkpoint: config, parameter count, device, and how many graph nodes each ORT provider runs',
+    'Show a checkpoint: config, parameter count, memory (weights, gradients, AdamW, KV cache), device, and how many graph nodes each ORT provider runs',
   flags: {
     checkpoint: { type: 'string', value: 'DIR', description: 'policy checkpoint directory' },
+    batch: { type: 'string', value: 'B', description: 'batch size of the KV-cache figure', default: '1' },
+    context: {
+      type: 'string',
+      value: 'T',
+      description: "tokens per sequence of the KV-cache figure (default: the policy's context)",
+    },
     ...DEVICE_FLAG,
   },
   async run(ctx) {
+    const batch = intFlag(ctx, 'batch', { min: 1, fallback: 1 })!;
+    const contextFlag = intFlag(ctx, 'context', { min: 1 });
     await using runtime = await runtimeFor(ctx);
+    const { architecture } = await import('../../gpu/architecture.js');
+    const { memoryEstimate, formatBytes } = await import('../../gpu/memory.js');
+    const context = contextFlag ?? architecture(runtime.config).maxPositions;
+    const mem = memoryEstimate(runtime.config, { batch, context });
+    const weights = await weightsDtypeFlag(ctx, requireString(ctx, 'checkpoint'));
+    const fed = memoryEstimate(runtime.config, { batch, context, bytes: weights === 'float32' ? 4 : 2 });
     const i = await runtime.info();
     const lines = [
       `checkpoint: ${ctx.flags.checkpoint}`,
+      `architecture: ${architecture(i.config).name}`,
       `config: ${JSON.stringify(i.config)}`,
       `parameters: ${i.parameters}`,
+      `memory (float32): weights ${formatBytes(mem.weights)}, gradients ${formatBytes(mem.gradients)}, AdamW state ${formatBytes(mem.adamw)}, KV cache ${formatBytes(mem.kvCache)} (batch ${batch} x context ${context}; ${formatBytes(mem.kvCachePerToken)} per token)`,
+      `inference weights (${weights}, --weights-dtype): ${formatBytes(fed.weights)} fed to the decode and scoring graphs, widened to float32 where used`,
       `device: ${i.device}`,
       `session creation: decode ${i.createMs.decode.toFixed(0)} ms, score ${i.createMs.score.toFixed(0)} ms`,
       ...Object.entries(i.nodesPerProvider).map(

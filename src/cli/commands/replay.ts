@@ -2,6 +2,7 @@
  * `akbe replay --run ID`: audit a run from its event log alone (exit 1 on any mismatch);
  * `--question Q`: that question's boundary history across steps;
  * `--inspect`: re-play the run's machines to the Stately inspector (docs/inspector.md).
+ * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
  */
 import type { RunLog } from '../../audit/run-log.js';
 import type { AkbeEvent } from '../../events/catalog.js';
@@ -65,6 +66,21 @@ async function eventsFromFile(file: string, runId: string | undefined): Promise<
   return events;
 }
 
+/** Checks an export's hash chain and signature before anything in it is believed. */
+async function verifySeal(ctx: CommandContext, file: string): Promise<void> {
+  const { verifyExportFile } = await import('../../audit/export-seal.js');
+  const { parseEventJson } = await import('../../audit/jsonl.js');
+  const signer = ctx.flags.signer as string | undefined;
+  if (signer !== undefined && !/^U[A-Z2-7]{55}$/.test(signer))
+    throw new UsageError(
+      `--signer must be a user public nkey (U followed by 55 characters), got '${signer}'`,
+    );
+  const { seal } = await verifyExportFile(file, parseEventJson, signer);
+  ctx.err.write(
+    `akbe replay: export seal ok: ${seal.events} events of run ${seal.runId} chained and signed by ${seal.signer}${signer ? ' (the expected signer)' : ' (pass --signer KEY to require this orchestrator)'}${seal.finished ? '' : '; the export has no run.finished'}\n`,
+  );
+}
+
 /**
  * Logs written without `rollout.completed.segments`: rebuild the turn texts from the token ids
  * with the run's world tokenizer (config.worldDir), when it is still on this machine.
@@ -118,7 +134,7 @@ function hold(seconds: number | 'interrupt'): Promise<void> {
 const replay: CommandSpec = {
   path: ['replay'],
   summary:
-    "audit a run from its event log (rewards, labels, targets, advantages, metrics recomputed; exit 1 on any mismatch), show a question's boundary history, or re-play the run to the Stately inspector",
+    "audit a run from its event log (rewards, labels, targets, advantages, metrics recomputed; exit 1 on any mismatch, missing event or missing run.finished), show a question's boundary history, or re-play the run to the Stately inspector",
   flags: {
     run: {
       type: 'string',
@@ -151,6 +167,15 @@ const replay: CommandSpec = {
       description: 'seconds the relay stays up after the re-play (default: until Ctrl-C; 0 when CI is set)',
     },
     json: { type: 'boolean', description: 'print the audit report as one JSON object' },
+    signer: {
+      type: 'string',
+      value: 'KEY',
+      description: "with --file: the orchestrator's public nkey (U...) the export must be signed by",
+    },
+    unsigned: {
+      type: 'boolean',
+      description: 'with --file: audit an export without a seal (not tamper-evident)',
+    },
     ...CONNECTION_FLAGS,
   },
   async run(ctx) {
@@ -163,6 +188,10 @@ const replay: CommandSpec = {
     const holdFor = holdSeconds(ctx);
     if (!inspect && (ctx.flags['inspect-hold'] !== undefined || ctx.flags['inspect-port'] !== '8080'))
       throw new UsageError('--inspect-port and --inspect-hold need --inspect');
+
+    if (!file && (ctx.flags.signer !== undefined || ctx.flags.unsigned))
+      throw new UsageError('--signer and --unsigned need --file');
+    if (file && !ctx.flags.unsigned) await verifySeal(ctx, file);
 
     const { foldRunLog } = await import('../../audit/run-log.js');
     const events = file ? await eventsFromFile(file, runId) : await eventsFromStore(ctx, runId!);
@@ -185,11 +214,11 @@ const replay: CommandSpec = {
 
     let failed = false;
     if (question === undefined) {
-      const { auditRunLog } = await import('../../audit/audit.js');
+      const { auditPassed, auditRunLog } = await import('../../audit/audit.js');
       const { formatAuditReport } = await import('../../audit/report-format.js');
       const report = auditRunLog(log);
       ctx.out.write(ctx.flags.json ? `${JSON.stringify(report)}\n` : formatAuditReport(report));
-      failed = report.mismatches.length > 0;
+      failed = !auditPassed(report);
     }
 
     if (inspect) {

@@ -1,6 +1,7 @@
 /**
  * `akbe runs`: every run in the event store with its status, steps, algorithm, policy version and
  * latest EM/TC/TP (the run-summary projection over run-level events).
+ * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
  */
 import type { CommandSpec } from '../command.js';
 import { CONNECTION_FLAGS } from '../common-flags.js';

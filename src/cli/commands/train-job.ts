@@ -5,14 +5,30 @@
  * one line per step.
  *
  * Config file (YAML or JSON): every key of src/rl/config.ts's TrainConfig, plus the run's
- * inputs: `world` (world dir), `policy` (base checkpoint dir), `topK`, `evalQuestions`,
- * `evalSplits`. An unknown key or a bad value is a ConfigFileError naming the file and the key.
+ * inputs: `world` (world dir), `policy` (base checkpoint dir), `topK`, `tools` (registered tool
+ * names, default [search]), `index` (an `akbe index build` dir, default the world's), `evalQuestions`,
+ * `evalSplits`, `keepCheckpoints`. An unknown key or a bad value is a ConfigFileError naming the file and the key.
  */
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import type { SplitScore } from '../../actors/evaluate.js';
-import type { RunSpec } from '../../actors/roles.js';
-import type { TrainConfig } from '../../rl/config.js';
+import type { InspectionEvent } from 'xstate';
+import YAML from 'yaml';
+import { DEFAULT_KEEP_CHECKPOINTS, keepCheckpointsProblem } from '../../actors/checkpoints.js';
+import { type AkbeNats, akbeHome, connectAkbeNats, NatsLostError } from '../../actors/connection.js';
+import { evaluateSplit, formatBeforeAfter, type SplitScore } from '../../actors/evaluate.js';
+import { formatStepLine, runTraining } from '../../actors/orchestrator.js';
+import {
+  type EngineOptions,
+  type EvalSettings,
+  type RunSpec,
+  readRunSpec,
+  runEnvironment,
+} from '../../actors/roles.js';
+import { createEvent } from '../../events/catalog.js';
+import { EventStore } from '../../events/store.js';
+import { checkpointLimits } from '../../gpu/checkpoint.js';
+import { type TrainConfig, validateTrainConfig } from '../../rl/config.js';
+import { DEFAULT_TOOLS, toolsNamed } from '../../tools/registry.js';
 import { Progress } from '../../util/progress.js';
 
 export class ConfigFileError extends Error {
@@ -32,11 +48,26 @@ export interface JobConfig {
   world?: string;
   policy?: string;
   topK: number;
+  /** Tools by registered name (default: search). */
+  tools?: string[];
+  /** A search index built with `akbe index build` (default: the world's, `<world>/index`). */
+  index?: string;
   evalQuestions: number;
-  evalSplits: Array<'train' | 'dev' | 'test'>;
+  evalSplits: EvalSettings['splits'];
+  /** Policy versions kept on disk and in the object store (0 = all). */
+  keepCheckpoints: number;
 }
 
-const RUN_KEYS = ['world', 'policy', 'topK', 'evalQuestions', 'evalSplits'] as const;
+const RUN_KEYS = [
+  'world',
+  'policy',
+  'topK',
+  'tools',
+  'index',
+  'evalQuestions',
+  'evalSplits',
+  'keepCheckpoints',
+] as const;
 
 /** Parses and validates a config file's text; `file` names it in errors. */
 export async function parseJobConfig(
@@ -44,7 +75,6 @@ export async function parseJobConfig(
   file: string,
   over: Partial<TrainConfig> = {},
 ): Promise<JobConfig> {
-  const YAML = await import('yaml');
   let raw: unknown;
   try {
     raw = file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
@@ -65,7 +95,6 @@ export async function parseJobConfig(
     if (k in rest) run[k] = rest[k];
     delete rest[k];
   }
-  const { validateTrainConfig } = await import('../../rl/config.js');
   let train: TrainConfig;
   try {
     train = validateTrainConfig({ ...rest, ...over });
@@ -101,13 +130,33 @@ export async function parseJobConfig(
       'evalSplits',
       `config.evalSplits must be a list of train|dev|test, got ${JSON.stringify(splits)}`,
     );
+  const keepCheckpoints = run.keepCheckpoints ?? DEFAULT_KEEP_CHECKPOINTS;
+  const keepProblem = keepCheckpointsProblem(keepCheckpoints, train.maxStaleness);
+  if (keepProblem) throw new ConfigFileError(file, 'keepCheckpoints', keepProblem);
+  let tools: string[] | undefined;
+  if (run.tools !== undefined) {
+    if (!Array.isArray(run.tools) || !run.tools.every((x) => typeof x === 'string'))
+      throw new ConfigFileError(
+        file,
+        'tools',
+        `config.tools must be a list of tool names, got ${JSON.stringify(run.tools)}`,
+      );
+    try {
+      tools = toolsNamed(run.tools as string[]).map((t) => t.name);
+    } catch (err) {
+      throw new ConfigFileError(file, 'tools', `config.tools: ${(err as Error).message}`, { cause: err });
+    }
+  }
   return {
     train,
     world: str('world'),
     policy: str('policy'),
     topK: int('topK', 1, 3),
+    tools,
+    index: str('index'),
     evalQuestions: int('evalQuestions', 0, 32),
     evalSplits: splits as JobConfig['evalSplits'],
+    keepCheckpoints: keepCheckpoints as number,
   };
 }
 
@@ -126,6 +175,20 @@ export async function readJobConfig(file: string, over: Partial<TrainConfig> = {
   return parseJobConfig(text, file, over);
 }
 
+/**
+ * The dev evaluation of a run: the one its run.started recorded (a resumed run evaluates as it was
+ * started, whatever the config of the resuming command says), else the job's (a log from before
+ * the settings were recorded; said in a line).
+ */
+export function runEvalSettings(spec: RunSpec, job: JobConfig, log: (line: string) => void): EvalSettings {
+  if (spec.eval) return spec.eval;
+  const settings = { questions: job.evalQuestions, splits: job.evalSplits };
+  log(
+    `the run's run.started records no eval settings (an older log): evaluating ${settings.questions} questions of ${settings.splits.join(', ')} as the config says`,
+  );
+  return settings;
+}
+
 export interface TrainJobOptions {
   job: JobConfig;
   runId: string;
@@ -136,11 +199,17 @@ export interface TrainJobOptions {
   threads: number;
   device: 'cpu' | 'webgpu' | 'cuda' | 'auto';
   /** xstate inspection of every machine of the run (run, questions, rollouts, learner). */
-  inspect?: (event: import('xstate').InspectionEvent) => void;
+  inspect?: (event: InspectionEvent) => void;
   /** Roles this process runs (default all). */
   roles?: Array<'rollout' | 'policy' | 'search' | 'trainer'>;
+  /** The policy role answers svc.generate from this external engine (`--engine`). */
+  engine?: EngineOptions;
   out: NodeJS.WritableStream;
   err: NodeJS.WritableStream & { isTTY?: boolean };
+  /** No per-step bars and no step lines (`akbe experiment run` draws one bar for its grid). */
+  quiet?: boolean;
+  /** Called after each learner step. */
+  onStep?: (step: number) => void;
 }
 
 export interface TrainJobResult {
@@ -152,17 +221,10 @@ export interface TrainJobResult {
 }
 
 export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
-  const { connectAkbeNats, akbeHome } = await import('../../actors/connection.js');
-  const { jetstream } = await import('@nats-io/jetstream');
-  const { EventStore } = await import('../../events/store.js');
-  const { runTraining, formatStepLine } = await import('../../actors/orchestrator.js');
-  const { readRunSpec } = await import('../../actors/roles.js');
-  const { evaluateSplit, formatBeforeAfter } = await import('../../actors/evaluate.js');
   const home = o.home ?? akbeHome();
   await using nats = await connectAkbeNats({ url: o.nats, home });
   o.err.write(`train: NATS at ${nats.url} (${nats.source}), run ${o.runId}\n`);
   const store = await EventStore.open(nats.nc);
-  const js = jetstream(nats.nc);
   let spec: RunSpec;
   if (o.resume) spec = await readRunSpec(store, o.runId);
   else {
@@ -172,52 +234,87 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
         !o.job.world ? 'world' : 'policy',
         'config.world and config.policy (world dir and base checkpoint) are required',
       );
-    spec = { train: o.job.train, worldDir: o.job.world, basePolicy: o.job.policy, topK: o.job.topK };
+    spec = {
+      train: o.job.train,
+      worldDir: o.job.world,
+      basePolicy: o.job.policy,
+      topK: o.job.topK,
+      tools: o.job.tools,
+      index: o.job.index,
+      eval: { questions: o.job.evalQuestions, splits: o.job.evalSplits },
+      keepCheckpoints: o.job.keepCheckpoints,
+    };
   }
-  const context = async (dir: string) =>
-    (JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')) as { n_positions: number }).n_positions;
-  const n = await context(spec.basePolicy);
-  const evaluate = async (
-    nc: import('@nats-io/transport-node').NatsConnection,
-    runId: string,
-    version: number,
-    when: string,
-  ) => {
+  const evalSettings = runEvalSettings(spec, o.job, (line) => o.err.write(`train: ${line}\n`));
+  const n = (await checkpointLimits(spec.basePolicy)).context;
+  // The evaluation rolls out like the run's workers: its environment (the world's or, for a
+  // Hugging Face policy, Search-R1's in the model's chat template), tools and limits.
+  const evalTools = toolsNamed(spec.tools ?? DEFAULT_TOOLS, { topK: spec.topK });
+  const evalLimits = {
+    toolTags: evalTools.map((x) => x.tag),
+    maxToolCalls: spec.train.maxToolCalls,
+    maxResponseTokens: spec.train.maxResponseTokens,
+  };
+  const evaluate = async (nc: AkbeNats['nc'], runId: string, version: number, when: 'before' | 'after') => {
     const scores: SplitScore[] = [];
-    if (o.job.evalQuestions === 0) return scores;
-    for (const split of o.job.evalSplits) {
+    if (evalSettings.questions === 0) return scores;
+    const env = await runEnvironment(spec);
+    for (const split of evalSettings.splits) {
       const t0 = Date.now();
-      const { score } = await evaluateSplit({
+      const { score, report } = await evaluateSplit({
         nc,
         runId,
         version,
         worldDir: spec.worldDir,
         split,
-        limit: o.job.evalQuestions,
+        limit: evalSettings.questions,
         topK: spec.topK,
         context: n,
+        env,
+        tools: evalTools,
+        limits: evalLimits,
       });
       o.err.write(
         `eval ${when} (v${version}) ${split}: EM ${score.em.toFixed(3)} TC ${score.tc.toFixed(2)} TP ${score.tp === null ? '-' : score.tp.toFixed(3)} no-tool EM ${score.noToolEm.toFixed(3)} (${score.questions} questions, ${((Date.now() - t0) / 1000).toFixed(0)}s)\n`,
       );
       scores.push(score);
+      // On the log, so that `akbe experiment report` folds final figures without re-evaluating.
+      const oracle = report.boundary.all;
+      await store.append(
+        createEvent(
+          'eval.completed',
+          {
+            when,
+            version,
+            split,
+            questions: score.questions,
+            em: score.em,
+            tc: score.tc,
+            tp: score.tp,
+            noToolEm: score.noToolEm,
+            knownSearchRate: oracle.searchRateKnown,
+            unknownNoSearchRate: oracle.noSearchRateUnknown,
+          },
+          { runId, step: Math.max(0, version - 1), policyVersion: version },
+        ),
+      );
     }
     return scores;
   };
   let before: SplitScore[] = [];
   let after: SplitScore[] = [];
-  let bar: Progress | null = null;
-  let barStep = -1;
+  const bars = new Map<number, Progress>();
   let trainBar: Progress | null = null;
   const t0 = Date.now();
-  const result = await runTraining({
+  const training = runTraining({
     nc: nats.nc,
-    js,
+    js: nats.js,
     store,
     runId: o.runId,
     spec,
     runDir: join(home, 'runs', o.runId),
     roles: o.roles,
+    engine: o.engine,
     inspect: o.inspect,
     resume: o.resume,
     concurrency: o.concurrency,
@@ -231,19 +328,25 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
       after = await evaluate(c.nc, c.runId, c.version, 'after');
     },
     onRollout: (step, done, total) => {
-      if (step !== barStep) {
-        bar?.finish();
+      if (o.quiet) return;
+      // One bar per step: with maxStaleness >= 1 the rollouts of two steps arrive interleaved.
+      let bar = bars.get(step);
+      if (!bar) {
         bar = new Progress(`step ${step} rollouts`, {
           total,
           stream: o.err,
           intervalMs: o.err.isTTY ? 100 : 10_000,
         });
-        barStep = step;
+        bars.set(step, bar);
       }
-      bar?.tick();
-      if (done === total) bar?.finish();
+      bar.tick();
+      if (done === total) {
+        bar.finish();
+        bars.delete(step);
+      }
     },
     onTrainProgress: (step, done, total) => {
+      if (o.quiet) return;
       if (done === 1)
         trainBar = new Progress(`step ${step} training`, {
           total,
@@ -253,7 +356,33 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
       trainBar?.tick();
       if (done === total) trainBar?.finish();
     },
-    onStep: (r) => o.out.write(`${formatStepLine(r)}\n`),
+    onStep: (r) => {
+      if (!o.quiet) o.out.write(`${formatStepLine(r)}\n`);
+      o.onStep?.(r.step);
+    },
+  });
+  // Losing NATS fails the run's requests; say so in one line with the way back (the log keeps
+  // every event stored before, so --resume continues from there).
+  const lostError = (cause: unknown) => {
+    const lost = nats.lost();
+    if (!lost) return null;
+    return new NatsLostError(nats.url, lost, `resume with: akbe train --resume --run-id ${o.runId}`, {
+      cause,
+    });
+  };
+  // Losing NATS fails the run's requests; say so in one line with the way back (the log keeps
+  // every event stored before, so --resume continues from there). A wait that would not notice
+  // the lost connection (a reply that can never come) must not hold the command: the
+  // connection's end settles it too. Closed by us, it never settles.
+  const connectionLost = nats.nc.closed().then(
+    (cause) =>
+      new Promise<never>((_, reject) => {
+        const err = lostError(cause);
+        if (err) reject(err);
+      }),
+  );
+  const result = await Promise.race([training, connectionLost]).catch((err) => {
+    throw err instanceof NatsLostError ? err : (lostError(err) ?? err);
   });
   o.err.write(
     `train: run ${o.runId} ${result.steps} steps, policy v${result.policyVersion}, checkpoints in ${join(home, 'runs', o.runId, 'checkpoints')}\n`,

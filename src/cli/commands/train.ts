@@ -1,13 +1,18 @@
 /**
- * `akbe train --algo grpo|akbe --config FILE [--steps N] [--run-id ID] [--resume]
- * [--inspect [--inspect-port P]]`: trains a policy on a world with GRPO (+ AKBE), every effect over
+ * `akbe train --algo A --config FILE [--steps N] [--frozen-policy DIR|run:ID] [--run-id ID] [--resume]
+ * [--inspect [--inspect-port P]] [--engine URL]`: trains a policy on a world with GRPO (+ AKBE), every effect over
  * NATS (see src/actors/orchestrator.ts); `--inspect` shows every machine live in the Stately
- * inspector (docs/inspector.md).
+ * inspector (docs/inspector.md); `--engine` decodes the rollouts on an external inference engine
+ * (docs/models.md).
+ * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
  */
-import { type CommandContext, type CommandSpec, choiceFlag, intFlag, UsageError } from '../command.js';
-import { CONNECTION_FLAGS, checkRunId } from '../common-flags.js';
 
-const ALGOS = ['grpo', 'akbe'] as const;
+import { listAlgorithms } from '../../rl/algorithms/index.js';
+import { type CommandContext, type CommandSpec, choiceFlag, intFlag, UsageError } from '../command.js';
+import { CONNECTION_FLAGS, checkRunId, ENGINE_FLAGS, engineOptions } from '../common-flags.js';
+
+/** Every registered algorithm (src/rl/algorithms). */
+const ALGOS = listAlgorithms();
 const DEVICES = ['cpu', 'webgpu', 'cuda', 'auto'] as const;
 
 export const SHARED_FLAGS = {
@@ -65,19 +70,31 @@ const train: CommandSpec = {
   summary:
     'Train a policy with GRPO or GRPO+AKBE on a world (progress, a line per step, dev eval before/after)',
   flags: {
-    algo: { type: 'string', value: 'A', description: 'grpo | akbe (overrides the config file)' },
+    algo: { type: 'string', value: 'A', description: `${ALGOS.join(' | ')} (overrides the config file)` },
     config: { type: 'string', value: 'FILE', description: 'YAML or JSON config (see configs/default.yaml)' },
     steps: { type: 'string', value: 'N', description: 'training steps (overrides the config file)' },
+    'frozen-policy': {
+      type: 'string',
+      value: 'DIR',
+      description: "offline-akbe's frozen checkpoint: a directory or run:<run id> (config frozenPolicy)",
+    },
     'run-id': { type: 'string', value: 'ID', description: 'run id (default: train-<time>)' },
     resume: { type: 'boolean', description: 'continue --run-id from its log and checkpoints' },
     'no-workers': {
       type: 'boolean',
       description: 'run no roles here: rollouts and services come from akbe worker processes',
     },
+    ...ENGINE_FLAGS,
     ...INSPECT_FLAGS,
     ...SHARED_FLAGS,
   },
   async run(ctx) {
+    const engine = engineOptions(ctx);
+    const noWorkers = ctx.flags['no-workers'] === true;
+    if (engine && noWorkers)
+      throw new UsageError(
+        '--engine answers svc.generate from the policy role of this process, and --no-workers runs none: give --engine to `akbe worker --role policy`',
+      );
     const resume = ctx.flags.resume === true;
     const runIdFlag = ctx.flags['run-id'] as string | undefined;
     if (resume && !runIdFlag) throw new UsageError('--resume needs --run-id ID (the run to continue)');
@@ -93,7 +110,12 @@ const train: CommandSpec = {
     );
     const algo = choiceFlag(ctx, 'algo', ALGOS);
     const steps = intFlag(ctx, 'steps', { min: 1 });
-    const over = { ...(algo ? { algo } : {}), ...(steps ? { steps } : {}) };
+    const frozenPolicy = ctx.flags['frozen-policy'] as string | undefined;
+    const over = {
+      ...(algo ? { algo } : {}),
+      ...(steps ? { steps } : {}),
+      ...(frozenPolicy ? { frozenPolicy } : {}),
+    };
     const { readJobConfig, parseJobConfig, runTrainJob } = await import('./train-job.js');
     const job =
       typeof ctx.flags.config === 'string'
@@ -113,7 +135,8 @@ const train: CommandSpec = {
       threads,
       device,
       inspect: insp?.inspect,
-      roles: ctx.flags['no-workers'] === true ? [] : undefined,
+      roles: noWorkers ? [] : undefined,
+      engine,
       out: ctx.out,
       err: ctx.err as NodeJS.WritableStream & { isTTY?: boolean },
     });

@@ -3,8 +3,11 @@
  * run's queue groups and work queue on the NATS server of NATS_URL (or --nats), so a cluster is
  * N such processes on M machines pointed at one NATS. The run's settings come from its log
  * (run.started), its checkpoints from the object store. Runs until SIGINT/SIGTERM or the run ends.
+ * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
  */
+import { join } from 'node:path';
 import { type CommandSpec, requireString, UsageError } from '../command.js';
+import { ENGINE_FLAGS, engineOptions } from '../common-flags.js';
 import { SHARED_FLAGS } from './train.js';
 
 const ROLE_CHOICES = ['rollout', 'policy', 'search', 'trainer', 'all'] as const;
@@ -21,6 +24,7 @@ const worker: CommandSpec = {
       default: 'all',
     },
     wait: { type: 'string', value: 'S', description: 'seconds to wait for the run to start', default: '60' },
+    ...ENGINE_FLAGS,
     ...SHARED_FLAGS,
   },
   async run(ctx) {
@@ -32,30 +36,43 @@ const worker: CommandSpec = {
     const { ROLES, readRunSpec, startRoles } = await import('../../actors/roles.js');
     const roles = given.includes('all') ? [...ROLES] : (given as (typeof ROLES)[number][]);
     const { connectAkbeNats, akbeHome } = await import('../../actors/connection.js');
-    const { jetstream } = await import('@nats-io/jetstream');
-    const { EventStore } = await import('../../events/store.js');
-    const { CheckpointStore } = await import('../../actors/checkpoints.js');
+    const { defaultReplicas, EventStore } = await import('../../events/store.js');
+    const { CheckpointStore, DEFAULT_KEEP_CHECKPOINTS } = await import('../../actors/checkpoints.js');
+    const { recordedInLog } = await import('../../actors/checkpoint-records.js');
     const { ensureRolloutQueue } = await import('../../actors/dispatch.js');
-    const { join } = await import('node:path');
     const home = (ctx.flags.home as string | undefined) ?? akbeHome();
     await using nats = await connectAkbeNats({
       url: ctx.flags.nats as string | undefined,
       home,
       embedded: false,
+      // One role connects as that role's NATS user, with only its subjects; several share the
+      // orchestrator's user (they run in one process with one connection).
+      role: roles.length === 1 ? roles[0] : 'orchestrator',
     });
     const store = await EventStore.open(nats.nc);
     const spec = await readRunSpec(store, runId, Number(ctx.flags.wait) * 1000);
+    const log = (line: string) => ctx.err.write(`worker: ${line}\n`);
+    // Checkpoints fetched from the object store are checked against the sha256 the log recorded.
     const checkpoints = await CheckpointStore.open(
       nats.nc,
       runId,
       join(home, 'worker-cache', runId, `${process.pid}`),
+      {
+        log,
+        recorded: recordedInLog(store, runId, { log }),
+        // The cache keeps what the run keeps (the orchestrator prunes the object store).
+        cacheKeep: spec.keepCheckpoints ?? DEFAULT_KEEP_CHECKPOINTS,
+      },
     );
-    if (roles.includes('rollout')) await ensureRolloutQueue(store.jsm, runId);
-    const started = await startRoles(nats.nc, jetstream(nats.nc), store, checkpoints, runId, spec, roles, {
+    if (roles.includes('rollout')) {
+      await ensureRolloutQueue(store.jsm, runId, {}, defaultReplicas(nats.nc));
+    }
+    const started = await startRoles(nats.nc, nats.js, store, checkpoints, runId, spec, roles, {
       concurrency: Number(ctx.flags.concurrency),
       threads: Number(ctx.flags.threads),
       device: ctx.flags.device as 'cpu',
-      log: (line) => ctx.err.write(`worker: ${line}\n`),
+      engine: engineOptions(ctx),
+      log,
     });
     ctx.err.write(`worker ${process.pid}: serving run ${runId} as ${roles.join(', ')} on ${nats.url}\n`);
     await new Promise<void>((resolve) => {

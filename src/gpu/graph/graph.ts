@@ -308,6 +308,12 @@ function toRaw(values: number[], dtype: DType): Uint8Array {
       return new Uint8Array(BigInt64Array.from(values, (v) => BigInt(v)).buffer);
     case 'bool':
       return Uint8Array.from(values, (v) => (v ? 1 : 0));
+    case 'uint16':
+      return new Uint8Array(Uint16Array.from(values).buffer);
+    case 'uint32':
+      return new Uint8Array(Uint32Array.from(values).buffer);
+    case 'float16': // half-precision values come in as inputs (weights), never as constants
+      throw new GraphBuildError('constant', 'float16 constants are not supported');
     default: {
       const _: never = dtype;
       throw new GraphBuildError('constant', `unsupported dtype ${_}`);

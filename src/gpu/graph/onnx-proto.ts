@@ -5,7 +5,16 @@
  */
 
 /** ONNX TensorProto.DataType values for the dtypes the builder supports. */
-export const ONNX_DTYPE = { float32: 1, int32: 6, int64: 7, bool: 9, float64: 11 } as const;
+export const ONNX_DTYPE = {
+  float32: 1,
+  uint16: 4,
+  int32: 6,
+  int64: 7,
+  bool: 9,
+  float16: 10,
+  float64: 11,
+  uint32: 12,
+} as const;
 export type DType = keyof typeof ONNX_DTYPE;
 
 /** Growable protobuf writer: varints, length-delimited fields and nested messages. */

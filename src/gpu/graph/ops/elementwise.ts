@@ -1,13 +1,14 @@
 /**
  * Elementwise ops with numpy broadcasting: Add, Sub, Mul, Div, Pow, Min, Max, Neg, Exp, Log,
- * Sqrt, Tanh, Sigmoid, Erf, Abs, Clip, Where, Cast, plus the comparisons and boolean ops
+ * Sqrt, Tanh, Sigmoid, Erf, Sin, Cos, Abs, Clip, Where, Cast, plus the comparisons and boolean ops
  * (no gradient: their outputs are bool). Binary helpers accept a number for either side, made a
  * scalar constant of the other side's dtype. Gradients of broadcast inputs are summed back to
  * the input's shape (`sumTo`).
  */
 import { registerGradRules } from '../autodiff.js';
 import { broadcastShapes, type DType, FLOAT_DTYPES, GraphBuildError, type Tensor } from '../graph.js';
-import { sumTo } from './reduce.js';
+import { ONNX_DTYPE } from '../onnx-proto.js';
+import { sumTo } from './broadcast.js';
 
 export type TensorLike = Tensor | number;
 
@@ -47,6 +48,9 @@ export const sigmoid = (x: Tensor) => unary('Sigmoid', x);
 /** Erf has no float64 kernel in ORT's CPU provider: float64 graphs use tanh forms instead. */
 export const erf = (x: Tensor) => unary('Erf', x);
 export const abs = (x: Tensor) => unary('Abs', x);
+/** Sin and Cos: rotary position embeddings. */
+export const sin = (x: Tensor) => unary('Sin', x);
+export const cos = (x: Tensor) => unary('Cos', x);
 
 export const less = (a: TensorLike, b: TensorLike) => binary('Less', a, b, 'bool');
 export const lessOrEqual = (a: TensorLike, b: TensorLike) => binary('LessOrEqual', a, b, 'bool');
@@ -70,10 +74,9 @@ export function where(cond: Tensor, a: TensorLike, b: TensorLike): Tensor {
   return cond.graph.addNode('Where', [cond, x, y], {}, [{ dtype: x.dtype, shape }])[0];
 }
 
-const ONNX_TO: Record<DType, number> = { float32: 1, int32: 6, int64: 7, bool: 9, float64: 11 };
 export function cast(x: Tensor, dtype: DType): Tensor {
   if (x.dtype === dtype) return x;
-  return x.graph.addNode('Cast', [x], { to: { kind: 'int', v: ONNX_TO[dtype] } }, [
+  return x.graph.addNode('Cast', [x], { to: { kind: 'int', v: ONNX_DTYPE[dtype] } }, [
     { dtype, shape: x.shape },
   ])[0];
 }
@@ -130,6 +133,8 @@ registerGradRules({
   Tanh: ([g], { outputs: [y] }) => [mul(g!, sub(1, square(y)))],
   Sigmoid: ([g], { outputs: [y] }) => [mul(g!, mul(y, sub(1, y)))],
   Erf: ([g], { inputs: [x] }) => [mul(g!, mul(exp(neg(square(x!))), 2 / Math.sqrt(Math.PI)))],
+  Sin: ([g], { inputs: [x] }) => [mul(g!, cos(x!))],
+  Cos: ([g], { inputs: [x] }) => [neg(mul(g!, sin(x!)))],
   // |x|' = sign(x), 0 at 0
   Abs: ([g], { inputs: [x] }) => [
     mul(g!, x!.graph.addNode('Sign', [x!], {}, [{ dtype: x!.dtype, shape: x!.shape }])[0]),

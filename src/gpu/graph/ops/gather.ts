@@ -5,7 +5,7 @@
  */
 import { registerGradRules } from '../autodiff.js';
 import { A, GraphBuildError, normAxis, type Shape, type Tensor } from '../graph.js';
-import { expandTo } from './reduce.js';
+import { expandTo } from './broadcast.js';
 import { reshape, unsqueeze } from './shape.js';
 
 /** data.take(indices, axis): out shape = data[:axis] + indices + data[axis+1:]. */

@@ -6,8 +6,8 @@
  */
 import { registerGradRules } from '../autodiff.js';
 import { A, broadcastShapes, GraphBuildError, type Tensor } from '../graph.js';
+import { sumTo } from './broadcast.js';
 import { mul } from './elementwise.js';
-import { sumTo } from './reduce.js';
 import { reshape, transpose } from './shape.js';
 
 /** a @ b with numpy batching: [..., M, K] @ [..., K, N] -> [..., M, N]. */

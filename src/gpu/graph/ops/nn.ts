@@ -5,8 +5,9 @@
  */
 import { MissingGradientError, registerGradRules } from '../autodiff.js';
 import { A, normAxis, type Tensor } from '../graph.js';
+import { sumTo } from './broadcast.js';
 import { add, div, erf, exp, mul, sigmoid, sqrt, sub, tanh } from './elementwise.js';
-import { reduceMean, reduceSum, sumTo } from './reduce.js';
+import { reduceMean, reduceSum } from './reduce.js';
 
 export function softmax(x: Tensor, axis = -1): Tensor {
   return x.graph.addNode('Softmax', [x], { axis: A.i(normAxis('Softmax', axis, x.rank)) }, [

@@ -1,55 +1,22 @@
 /**
- * Reductions: ReduceSum, ReduceMean, ReduceMax (axes as an int64 input, opset >= 18), and the
- * two broadcasting helpers every gradient rule leans on: `sumTo` (reduce a broadcast gradient
- * back to an input's shape) and `expandTo` (broadcast a reduced gradient back out).
+ * Reductions: ReduceSum, ReduceMean, ReduceMax (axes as an int64 input, opset >= 18). The
+ * broadcasting helpers every gradient rule leans on, `sumTo` and `expandTo`, live in
+ * broadcast.ts (re-exported here, as `ops.sumTo` / `ops.expandTo`).
  */
 import { registerGradRules } from '../autodiff.js';
-import { GraphBuildError, type GraphNode, normAxis, type Shape, shapeEquals, type Tensor } from '../graph.js';
+import { type GraphNode, normAxis, type Tensor } from '../graph.js';
+import { expandTo, reduceNode, reshape, sumTo } from './broadcast.js';
 import { equal, mul, where } from './elementwise.js';
-import { reshape } from './shape.js';
-
-function reduce(op: string, x: Tensor, axes: number[] | undefined, keepdims: boolean): Tensor {
-  const ax = (axes ?? x.shape.map((_, i) => i)).map((a) => normAxis(op, a, x.rank)).sort((a, b) => a - b);
-  const shape: Shape = [];
-  x.shape.forEach((d, i) => {
-    if (!ax.includes(i)) shape.push(d);
-    else if (keepdims) shape.push(1);
-  });
-  const g = x.graph;
-  return g.addNode(op, [x, g.ints(ax)], { keepdims: { kind: 'int', v: keepdims ? 1 : 0 } }, [
-    { dtype: x.dtype, shape },
-  ])[0];
-}
 
 /** Sum over `axes` (all axes when omitted). */
 export const reduceSum = (x: Tensor, axes?: number[], keepdims = false) =>
-  reduce('ReduceSum', x, axes, keepdims);
+  reduceNode('ReduceSum', x, axes, keepdims);
 export const reduceMean = (x: Tensor, axes?: number[], keepdims = false) =>
-  reduce('ReduceMean', x, axes, keepdims);
+  reduceNode('ReduceMean', x, axes, keepdims);
 export const reduceMax = (x: Tensor, axes?: number[], keepdims = false) =>
-  reduce('ReduceMax', x, axes, keepdims);
+  reduceNode('ReduceMax', x, axes, keepdims);
 
-/** Broadcasts x to `shape` (ONNX Expand; static dims only). */
-export function expandTo(x: Tensor, shape: Shape): Tensor {
-  if (shapeEquals(x.shape, shape)) return x;
-  const g = x.graph;
-  const dims = shape.map((d) => {
-    if (typeof d !== 'number') throw new GraphBuildError('Expand', `symbolic dim '${d}' not supported`);
-    return d;
-  });
-  return g.addNode('Expand', [x, g.ints(dims)], {}, [{ dtype: x.dtype, shape }])[0];
-}
-
-/** Sums a gradient of broadcast shape `g.shape` back to `shape` (the inverse of broadcasting). */
-export function sumTo(g: Tensor, shape: Shape): Tensor {
-  if (shapeEquals(g.shape, shape)) return g;
-  const lead = g.rank - shape.length;
-  if (lead < 0) throw new GraphBuildError('sumTo', `cannot sum ${g} to [${shape}]`);
-  const axes: number[] = [];
-  for (let i = 0; i < g.rank; i++) if (i < lead || (shape[i - lead] === 1 && g.shape[i] !== 1)) axes.push(i);
-  const summed = axes.length ? reduceSum(g, axes, true) : g;
-  return shapeEquals(summed.shape, shape) ? summed : reshape(summed, shape);
-}
+export { expandTo, sumTo };
 
 function axesOf(node: GraphNode): number[] {
   const x = node.inputs[0]!;

@@ -4,40 +4,10 @@
  * where a dim is only copied (Reshape's 0, Transpose, Concat's other axes).
  */
 import { registerGradRules } from '../autodiff.js';
-import { A, type Dim, GraphBuildError, normAxis, type Shape, shapeEquals, type Tensor } from '../graph.js';
-import { expandTo, sumTo } from './reduce.js';
+import { A, type Dim, GraphBuildError, normAxis, type Shape, type Tensor } from '../graph.js';
+import { expandTo, reshape, staticDims, sumTo } from './broadcast.js';
 
-const staticDims = (s: Shape) => s.every((d) => typeof d === 'number');
-const prod = (s: Shape) => s.reduce<number>((a, d) => a * (d as number), 1);
-
-/**
- * Reshape with ONNX semantics: 0 copies the input dim at the same index, -1 is inferred. A
- * string in `shape` must be the input's dim at the same index (it is sent as 0).
- */
-export function reshape(x: Tensor, shape: Shape): Tensor {
-  const g = x.graph;
-  if (shapeEquals(x.shape, shape)) return x;
-  const spec = shape.map((d, i) => {
-    if (typeof d === 'number') return d;
-    if (x.shape[i] === d) return 0;
-    throw new GraphBuildError('Reshape', `symbolic dim '${d}' at ${i} is not the input's dim (${x})`);
-  });
-  const out: Shape = shape.map((d, i) => (d === 0 ? x.shape[i] : d));
-  const infer = out.indexOf(-1);
-  if (infer >= 0) {
-    if (!staticDims(x.shape) || !staticDims(out.filter((_, i) => i !== infer))) {
-      out[infer] = g.freshName('dim');
-    } else {
-      const known = prod(out.filter((_, i) => i !== infer));
-      if (prod(x.shape) % known !== 0)
-        throw new GraphBuildError('Reshape', `cannot reshape ${x} to [${shape}]`);
-      out[infer] = prod(x.shape) / known;
-    }
-  } else if (staticDims(x.shape) && staticDims(out) && prod(x.shape) !== prod(out)) {
-    throw new GraphBuildError('Reshape', `cannot reshape ${x} to [${shape}]`);
-  }
-  return g.addNode('Reshape', [x, g.ints(spec)], {}, [{ dtype: x.dtype, shape: out }])[0];
-}
+export { reshape };
 
 /** Reshape to `like`'s shape, through a Shape node when it has symbolic dims. */
 export function reshapeLike(x: Tensor, like: Tensor): Tensor {

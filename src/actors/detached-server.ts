@@ -1,0 +1,108 @@
+/**
+ * `akbe nats up` and `akbe nats down`: a nats-server that outlives the process that started it,
+ * recorded in server.json (server-record.ts) so that later akbe processes join it.
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { authConfPath, ensureNatsAuth, natsAuthDir } from './nats-auth.js';
+import {
+  findNatsServerBinary,
+  NatsServerMissingError,
+  NatsServerStartError,
+  registerLocalServer,
+} from './nats-server.js';
+import {
+  isNatsServerAlive,
+  natsDir,
+  removeServerRecord,
+  type ServerRecord,
+  writeServerRecord,
+} from './server-record.js';
+
+/**
+ * Starts a nats-server that outlives this process (`akbe nats up`). Its output goes to
+ * `<home>/nats/server.log` (a detached server must not write to a pipe nobody reads: nats-server
+ * would die of SIGPIPE at its next log line); readiness and the port are read from that log.
+ */
+export async function startDetachedNatsServer(
+  home: string,
+  opts: { port?: number; config?: string; readyTimeoutMs?: number; env?: NodeJS.ProcessEnv } = {},
+): Promise<ServerRecord> {
+  const binary = findNatsServerBinary();
+  if (!binary) throw new NatsServerMissingError();
+  // Seeds exist before the server starts, so clients (and a --config that includes the
+  // generated auth.conf, as infra/nats does) find them.
+  const authDir = ensureNatsAuth(natsAuthDir(home, opts.env));
+  const storeDir = natsDir(home);
+  mkdirSync(storeDir, { recursive: true });
+  const logFile = join(storeDir, 'server.log');
+  const offset = existsSync(logFile) ? statSync(logFile).size : 0;
+  const fd = openSync(logFile, 'a');
+  const args = [
+    // A --config brings its own authorization (infra/nats includes the generated auth.conf).
+    '-c',
+    opts.config ?? authConfPath(authDir),
+    '-a',
+    '127.0.0.1',
+    '-p',
+    opts.port ? String(opts.port) : '-1',
+    '-js',
+    '-sd',
+    storeDir,
+  ];
+  const child = spawn(binary, args, { detached: true, stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  let exited: number | null = null;
+  child.once('exit', (code) => {
+    exited = code ?? -1;
+  });
+  const deadline = Date.now() + (opts.readyTimeoutMs ?? 10_000);
+  let log = '';
+  let port = 0;
+  while (Date.now() < deadline) {
+    log = readFileSync(logFile, 'utf8').slice(offset);
+    const m = /Listening for client connections on [^\s]*:(\d+)/.exec(log);
+    if (m) port = Number(m[1]);
+    if (port && /Server is ready/.test(log)) break;
+    if (exited !== null) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  if (!port || exited !== null || !/Server is ready/.test(log)) {
+    if (exited === null) child.kill('SIGKILL');
+    throw new NatsServerStartError(
+      `nats-server did not start (see ${logFile}): ${log.trim().split('\n').slice(-2).join(' | ')}`,
+      log,
+    );
+  }
+  child.unref();
+  const record: ServerRecord = {
+    pid: child.pid!,
+    port,
+    url: `nats://127.0.0.1:${port}`,
+    storeDir,
+    mode: 'detached',
+    ownerPid: child.pid!,
+    startedAt: new Date().toISOString(),
+    logFile,
+  };
+  writeServerRecord(home, record);
+  registerLocalServer(port, record.pid, authDir);
+  return record;
+}
+
+/** Stops a recorded server by pid (SIGTERM, then SIGKILL after `graceMs`) and removes the record. */
+export async function stopRecordedServer(
+  home: string,
+  record: ServerRecord,
+  graceMs = 10_000,
+): Promise<void> {
+  if (isNatsServerAlive(record.pid)) {
+    process.kill(record.pid, 'SIGTERM');
+    const deadline = Date.now() + graceMs;
+    while (isNatsServerAlive(record.pid) && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 50));
+    if (isNatsServerAlive(record.pid)) process.kill(record.pid, 'SIGKILL');
+  }
+  removeServerRecord(home, record.pid);
+}

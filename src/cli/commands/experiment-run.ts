@@ -1,0 +1,183 @@
+/**
+ * The grid runner behind `akbe experiment run`: each planned run (src/experiments/spec.ts) is an
+ * ordinary event-sourced training run, started through the training job of `akbe train`.
+ *
+ * Where a run stands is read from its log (run.started / run.finished only):
+ *   - finished and completed: skipped;
+ *   - finished and failed: skipped and reported (its log keeps the reason; the grid exits 1);
+ *   - started, not finished (killed, Ctrl-C, lost NATS): resumed with `akbe train --resume`
+ *     semantics, from its last published step and with its recorded config;
+ *   - absent: started.
+ * A run already in the log must have been recorded with the cell's config (a spec edited after
+ * its runs started is refused: rename the experiment to run a new grid).
+ */
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import YAML from 'yaml';
+import type { EventStore } from '../../events/store.js';
+import type { ExperimentSpec, PlannedRun } from '../../experiments/spec.js';
+import { SpecError } from '../../experiments/spec.js';
+import { Progress } from '../../util/progress.js';
+import { ConfigFileError, type JobConfig, parseJobConfig, runTrainJob } from './train-job.js';
+
+export interface RunState {
+  status: 'new' | 'unfinished' | 'completed' | 'failed';
+  config: Record<string, unknown> | null;
+  /** Steps with a published policy (what a resume continues after). */
+  stepsDone: number;
+}
+
+export async function runStateOf(store: EventStore, runId: string): Promise<RunState> {
+  let config: Record<string, unknown> | null = null;
+  for await (const { event } of store.replayType(runId, 'run.started')) {
+    config = event.data.config;
+    break;
+  }
+  if (!config) return { status: 'new', config, stepsDone: 0 };
+  let status: RunState['status'] = 'unfinished';
+  // A run that finished otherwise than completed (failed, aborted) cannot be resumed.
+  for await (const { event } of store.replayType(runId, 'run.finished'))
+    status = event.data.status === 'completed' ? 'completed' : 'failed';
+  let stepsDone = 0;
+  for await (const { event } of store.replayType(runId, 'policy.published'))
+    stepsDone = Math.max(stepsDone, event.data.version);
+  return { status, config, stepsDone };
+}
+
+/** The cell's job config for one seed: base file, spec settings, the entry's, the seed. */
+export async function jobConfigOf(spec: ExperimentSpec, run: PlannedRun): Promise<JobConfig> {
+  let base: Record<string, unknown> = {};
+  if (spec.base) {
+    let text: string;
+    try {
+      text = await readFile(spec.base, 'utf8');
+    } catch (err) {
+      throw new SpecError(
+        spec.file,
+        'base',
+        `cannot read ${spec.base} (${(err as NodeJS.ErrnoException).code})`,
+        { cause: err },
+      );
+    }
+    try {
+      base = (spec.base.endsWith('.json') ? JSON.parse(text) : YAML.parse(text)) ?? {};
+    } catch (err) {
+      throw new SpecError(
+        spec.file,
+        'base',
+        `${spec.base} is not valid: ${(err as Error).message.split('\n')[0]}`,
+        { cause: err },
+      );
+    }
+  }
+  const { label: _label, ...settings } = run.cell.settings;
+  const merged = { ...base, ...spec.over, ...settings, seed: run.seed };
+  try {
+    return await parseJobConfig(JSON.stringify(merged), `${spec.file}.json`);
+  } catch (err) {
+    if (!(err instanceof ConfigFileError)) throw err;
+    const key = err.key;
+    const where =
+      key in settings
+        ? `grid[${run.cell.entry}].${key}`
+        : (spec.overFrom[key] ?? (spec.base ? `base (${spec.base}) ${key}` : key));
+    const detail = err.message.slice(`${spec.file}.json: `.length);
+    throw new SpecError(spec.file, where, detail, { cause: err });
+  }
+}
+
+/** Keys of the recorded config that differ from the cell's (maxResponseTokens may be cut at setup). */
+export function configDrift(recorded: Record<string, unknown>, job: JobConfig): string[] {
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(job.train)) {
+    if (k === 'maxResponseTokens' || !(k in recorded)) continue;
+    if (JSON.stringify(recorded[k]) !== JSON.stringify(v))
+      out.push(`${k} ${JSON.stringify(recorded[k])} (the spec now says ${JSON.stringify(v)})`);
+  }
+  return out;
+}
+
+export interface GridOptions {
+  spec: ExperimentSpec;
+  runs: PlannedRun[];
+  store: EventStore;
+  natsUrl: string;
+  home: string;
+  concurrency: number;
+  threads: number;
+  device: 'cpu' | 'webgpu' | 'cuda' | 'auto';
+  err: NodeJS.WritableStream & { isTTY?: boolean };
+}
+
+/** Runs the grid in order; returns the number of runs that failed (or had failed before). */
+export async function runGrid(o: GridOptions): Promise<number> {
+  const jobs = await Promise.all(o.runs.map((r) => jobConfigOf(o.spec, r)));
+  const states = await Promise.all(o.runs.map((r) => runStateOf(o.store, r.runId)));
+  o.runs.forEach((r, i) => {
+    const recorded = states[i].config;
+    const drift = recorded ? configDrift(recorded, jobs[i]) : [];
+    if (drift.length)
+      throw new SpecError(
+        o.spec.file,
+        `grid[${r.cell.entry}]`,
+        `run ${r.runId} was recorded with ${drift.join(', ')}; rename the experiment (name:) to run a changed grid`,
+      );
+  });
+  const total = jobs.reduce((a, j) => a + j.train.steps, 0);
+  const logDir = join(o.home, 'experiments', o.spec.name, 'logs');
+  mkdirSync(logDir, { recursive: true });
+  const bar = new Progress(`experiment ${o.spec.name}`, {
+    total,
+    stream: o.err,
+    intervalMs: o.err.isTTY ? 100 : 10_000,
+  });
+  const line = (s: string) => o.err.write(`${o.err.isTTY ? '\r\x1b[K' : ''}experiment: ${s}\n`);
+  let failed = 0;
+  const done = states.filter((s) => s.status === 'completed').length;
+  if (done) line(`${done} of ${o.runs.length} runs already finished; skipping them`);
+  for (const [i, r] of o.runs.entries()) {
+    const state = states[i];
+    const steps = jobs[i].train.steps;
+    if (state.status === 'completed') {
+      bar.tick(steps);
+      continue;
+    }
+    if (state.status === 'failed') {
+      line(`run ${r.runId} failed before (see akbe events tail --run ${r.runId}); skipping it`);
+      failed++;
+      bar.tick(steps);
+      continue;
+    }
+    const resume = state.status === 'unfinished';
+    const logFile = join(logDir, `${r.runId}.log`);
+    line(
+      `${resume ? `resuming ${r.runId} after step ${state.stepsDone - 1}` : `starting ${r.runId}`} (${r.cell.label}, seed ${r.seed}; log ${logFile})`,
+    );
+    bar.tick(resume ? state.stepsDone : 0);
+    const log = createWriteStream(logFile, { flags: 'a' });
+    try {
+      await runTrainJob({
+        job: jobs[i],
+        runId: r.runId,
+        resume,
+        nats: o.natsUrl,
+        home: o.home,
+        concurrency: o.concurrency,
+        threads: o.threads,
+        device: o.device,
+        out: log,
+        err: log,
+        quiet: true,
+        onStep: () => bar.tick(),
+      });
+    } catch (err) {
+      failed++;
+      line(`run ${r.runId} failed: ${(err as Error).message.split('\n')[0]} (log ${logFile})`);
+    } finally {
+      await new Promise((res) => log.end(res));
+    }
+  }
+  bar.finish();
+  return failed;
+}

@@ -1,0 +1,230 @@
+/**
+ * `akbe dashboard`'s HTTP server: the page and its bundle (built by `npm run build` into
+ * dist/dashboard, nothing fetched from elsewhere), a small read-only JSON API, and one
+ * Server-Sent-Events stream that pushes every change the page shows:
+ *
+ *   GET /                               the page (hash routes: #/run/ID, #/run/ID/question/Q, …)
+ *   GET /assets/app.js|app.css          the bundle
+ *   GET /api/runs                       run summaries, newest first
+ *   GET /api/runs/ID                    summary, config, one point per learner step (null: not yet)
+ *   GET /api/runs/ID/questions          the run's questions with their latest boundary category
+ *   GET /api/runs/ID/questions/Q        boundary history + rollout transcripts
+ *   GET /api/runs/ID/audit              `akbe replay`'s audit of the run, computed on request
+ *   GET /api/actors, /api/machines      the live actor tree; the statecharts of src/machines
+ *   GET /api/experiments                `akbe experiment report` outputs
+ *   GET /api/events                     SSE: run (summary + new point), nats, actors, resync
+ *
+ * Every request passes `checkRequest` (Host, Origin, GET only). SSE rather than a WebSocket: the
+ * pushes go one way, and the browser's EventSource reconnects by itself after a dashboard restart.
+ */
+import { readFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { DashboardSource, NatsLinkStatus } from '../actors/dashboard-source.js';
+import { auditRunLog } from '../audit/audit.js';
+import type { AkbeEvent } from '../events/catalog.js';
+import type { ActorsFeed } from './actors-feed.js';
+import { readExperiments } from './experiments.js';
+import { checkRequest } from './http-guard.js';
+import { machineDefinitions } from './machine-definitions.js';
+import { questionView } from './question-view.js';
+import { RunIndex } from './run-index.js';
+import { DashboardNotFoundError, questionList, readRunLog } from './run-log-read.js';
+import { stepPoint } from './run-view.js';
+
+export class DashboardPortInUseError extends Error {
+  constructor(
+    readonly port: number,
+    opts?: ErrorOptions,
+  ) {
+    super(`dashboard port ${port} is in use: pick another with --port P (0 = any free port)`, opts);
+    this.name = 'DashboardPortInUseError';
+  }
+}
+
+export interface DashboardOptions {
+  source: DashboardSource;
+  /** Where `npm run build` put the bundle (index.html, app.js, app.css). */
+  assetsDir: string;
+  experimentsDir: string;
+  actors?: ActorsFeed;
+  /** Default 8090; 0 picks a free port. */
+  port?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+}
+
+export interface Dashboard extends AsyncDisposable {
+  readonly url: string;
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+const ASSETS: Record<string, string> = {
+  'app.js': 'text/javascript; charset=utf-8',
+  'app.css': 'text/css; charset=utf-8',
+};
+
+const SECURITY_HEADERS = {
+  'Content-Security-Policy':
+    "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'Cache-Control': 'no-store',
+};
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { ...SECURITY_HEADERS, 'Content-Type': 'application/json; charset=utf-8' });
+  res.end(JSON.stringify(body));
+}
+
+export async function startDashboard(opts: DashboardOptions): Promise<Dashboard> {
+  const host = opts.host ?? '127.0.0.1';
+  const { source, actors } = opts;
+  const index = new RunIndex();
+  const streams = new Set<ServerResponse>();
+  const push = (kind: string, data: unknown) => {
+    const frame = `event: ${kind}\ndata: ${JSON.stringify(data)}\n\n`;
+    for (const res of streams) res.write(frame);
+  };
+  const pushRun = (runId: string, e?: AkbeEvent) =>
+    push('run', {
+      runId,
+      summary: index.summary(runId),
+      point: e?.type === 'learner.step' ? stepPoint(e) : undefined,
+    });
+
+  // Live first, then the bounded read: nothing falls between the two (duplicates are dropped).
+  const offEvent = source.onEvent((e) => {
+    if (index.add(e)) pushRun(e.meta.runId, e);
+  });
+  index.merge(await source.runLevelEvents());
+  let loaded = Promise.resolve();
+  const offStatus = source.onStatus((s: NatsLinkStatus) => {
+    push('nats', s);
+    if (!s.connected) return;
+    // Back after an outage: catch up on what was published meanwhile, then let pages re-read.
+    loaded = source
+      .runLevelEvents()
+      .then((byRun) => {
+        for (const runId of index.merge(byRun)) pushRun(runId);
+        push('resync', {});
+      })
+      .catch(() => undefined);
+  });
+  const offActors = actors?.onChange((delta) => push('actors', delta));
+
+  async function api(path: string[]): Promise<unknown> {
+    const [first, runId, sub, questionId] = path;
+    if (first === 'runs' && runId === undefined) {
+      await loaded;
+      return { runs: index.summaries(), undecodable: source.undecodable };
+    }
+    if (first === 'runs' && sub === undefined) {
+      await loaded;
+      // null, not 404: a page may wait for a run that has not started yet (and a 404 would be a
+      // console error in the browser).
+      return index.view(runId);
+    }
+    if (first === 'runs' && sub === 'questions') {
+      const log = await readRunLog(source, runId);
+      if (questionId === undefined) return questionList(log);
+      return (
+        questionView(log, questionId) ??
+        Promise.reject(new DashboardNotFoundError(`question ${questionId} of run ${runId}`))
+      );
+    }
+    if (first === 'runs' && sub === 'audit') {
+      const report = auditRunLog(await readRunLog(source, runId));
+      return { verdict: report.mismatches.length === 0 ? 'clean' : 'mismatch', report };
+    }
+    if (first === 'actors') return actors?.snapshot() ?? { relays: [], actors: [], definitions: {} };
+    if (first === 'machines') return machineDefinitions();
+    if (first === 'experiments')
+      return { dir: opts.experimentsDir, experiments: await readExperiments(opts.experimentsDir) };
+    throw new DashboardNotFoundError(`/api/${path.join('/')}`);
+  }
+
+  function openStream(req: IncomingMessage, res: ServerResponse): void {
+    res.writeHead(200, {
+      ...SECURITY_HEADERS,
+      'Content-Type': 'text/event-stream',
+      Connection: 'keep-alive',
+    });
+    // retry: the browser comes back within a second of a dashboard restart.
+    res.write(
+      `retry: 1000\nevent: hello\ndata: ${JSON.stringify({ nats: source.status, relays: actors?.relays() ?? [] })}\n\n`,
+    );
+    streams.add(res);
+    req.on('close', () => streams.delete(res));
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const verdict = checkRequest(req, { host, port: server.port });
+    if (!verdict.ok) {
+      res.writeHead(verdict.status, { ...SECURITY_HEADERS, 'Content-Type': 'text/plain; charset=utf-8' });
+      res.end(`${verdict.reason}\n`);
+      return;
+    }
+    const url = new URL(req.url ?? '/', 'http://dashboard');
+    const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    try {
+      if (parts.length === 0) {
+        const html = await readFile(join(opts.assetsDir, 'index.html'));
+        res.writeHead(200, { ...SECURITY_HEADERS, 'Content-Type': 'text/html; charset=utf-8' });
+        res.end(html);
+      } else if (parts[0] === 'assets' && parts.length === 2 && Object.hasOwn(ASSETS, parts[1])) {
+        const body = await readFile(join(opts.assetsDir, parts[1]));
+        res.writeHead(200, { ...SECURITY_HEADERS, 'Content-Type': ASSETS[parts[1]] });
+        res.end(body);
+      } else if (parts[0] === 'api' && parts[1] === 'events' && parts.length === 2) openStream(req, res);
+      else if (parts[0] === 'api') sendJson(res, 200, await api(parts.slice(1)));
+      else throw new DashboardNotFoundError(url.pathname);
+    } catch (err) {
+      if (res.headersSent) return void res.end();
+      const e = err as NodeJS.ErrnoException;
+      if (e instanceof DashboardNotFoundError) sendJson(res, 404, { error: e.message });
+      else if (e.code === 'ENOENT')
+        sendJson(res, 500, { error: `dashboard bundle missing (${e.path}): run npm run build` });
+      else sendJson(res, 502, { error: e.message ?? String(err) });
+    }
+  }
+
+  const server = { port: 0 };
+  const http: Server = createServer((req, res) => void handle(req, res));
+  const heartbeat = setInterval(() => {
+    for (const res of streams) res.write(': keep-alive\n\n');
+  }, 15_000).unref();
+  server.port = await new Promise<number>((resolve, reject) => {
+    http.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'EADDRINUSE' ? new DashboardPortInUseError(opts.port ?? 8090, { cause: err }) : err,
+      ),
+    );
+    http.listen(opts.port ?? 8090, host, () => resolve((http.address() as AddressInfo).port));
+  });
+  const shown = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
+  let closing: Promise<void> | null = null;
+  const dashboard: Dashboard = {
+    url: `http://${shown}:${server.port}/`,
+    port: server.port,
+    close() {
+      closing ??= (async () => {
+        clearInterval(heartbeat);
+        offEvent();
+        offStatus();
+        offActors?.();
+        for (const res of streams) res.end();
+        streams.clear();
+        http.closeAllConnections();
+        await new Promise<void>((r) => http.close(() => r()));
+      })();
+      return closing;
+    },
+    [Symbol.asyncDispose]() {
+      return dashboard.close();
+    },
+  };
+  return dashboard;
+}

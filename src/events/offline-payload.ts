@@ -1,0 +1,67 @@
+/**
+ * The schema of offline-akbe's record on question.assigned (`offline`, an optional field: logs
+ * without it replay unchanged). The type is src/rl/offline.ts's OfflineTarget: the frozen
+ * checkpoint's rollouts as the label reads them, the label, and the target's sequence.
+ */
+import type { FrozenRollout, OfflineTarget, OfflineTargetSequence } from '../rl/offline.js';
+import { BOUNDARY_CATEGORIES, ROLLOUT_PATHS, STOP_REASONS } from '../rl/types.js';
+import { array, bool, int, nullable, number, object, oneOf, type Schema, string, uint32 } from './schema.js';
+
+const count = () => int({ min: 0 });
+
+const frozenRollout = object<FrozenRollout>({
+  rolloutId: string({ nonEmpty: true }),
+  path: oneOf(ROLLOUT_PATHS),
+  index: count(),
+  answer: nullable(string()),
+  formatOk: bool(),
+  reward: number({ min: 0, max: 1 }),
+  toolCalls: count(),
+  stopReason: oneOf(STOP_REASONS),
+  generated: count(),
+});
+
+const targetSequence = object<OfflineTargetSequence>(
+  {
+    rolloutId: string({ nonEmpty: true }),
+    path: oneOf(ROLLOUT_PATHS),
+    context: oneOf(ROLLOUT_PATHS),
+    promptTokens: array(count(), { min: 1 }),
+    responseTokens: array(count(), { min: 1 }),
+    responseLogprobs: array(number({ max: 0 })),
+    responseMask: array(int({ min: 0, max: 1 })),
+  },
+  (t) => {
+    const n = t.responseTokens.length;
+    if (t.responseLogprobs.length !== n)
+      return [
+        'responseLogprobs',
+        `must have one value per response token (${n}, got ${t.responseLogprobs.length})`,
+      ];
+    if (t.responseMask.length !== n)
+      return ['responseMask', `must have one value per response token (${n}, got ${t.responseMask.length})`];
+    return null;
+  },
+);
+
+export const offlineTarget: Schema<OfflineTarget> = object<OfflineTarget>(
+  {
+    checkpointSha256: string({ pattern: /^[0-9a-f]{64}$/, hint: 'a sha256 in hex' }),
+    rollouts: array(frozenRollout, { min: 1 }),
+    label: object({
+      wt: bool(),
+      nt: bool(),
+      category: oneOf(BOUNDARY_CATEGORIES),
+      targetRolloutId: nullable(string({ nonEmpty: true })),
+      tieBreakSeed: uint32(),
+    }),
+    target: nullable(targetSequence),
+  },
+  (d) => {
+    if ((d.target?.rolloutId ?? null) !== d.label.targetRolloutId)
+      return ['target.rolloutId', `must be the label's targetRolloutId (${d.label.targetRolloutId})`];
+    if (d.target && !d.rollouts.some((r) => r.rolloutId === d.target!.rolloutId))
+      return ['target.rolloutId', 'must be one of the frozen rollouts'];
+    return null;
+  },
+);

@@ -1,0 +1,291 @@
+/**
+ * The two `RowBatch`es of `OrtDecodeBackend` (ort-policy.ts): rows whose caches live here and are
+ * written in place by the step graph (`CachedRows`, the default), and rows in model.ts's
+ * Concat-grown cache (`ConcatRows`, the cross-check). Both let rows of different lengths join
+ * (prefill, left-padded prompts in one forward) and leave (keepRows) between steps.
+ */
+import type * as Ort from 'onnxruntime-node';
+import { gatherRows, type RowBatch } from './decoder.js';
+import type { OrtDecodeBackend } from './ort-policy.js';
+import type { CreatedSession } from './session.js';
+
+/** The parameters of a held policy version (OrtDecodeBackend.holdVersion) a batch runs on. */
+export interface HeldParams {
+  tensors: Record<string, Ort.Tensor>;
+  /** What the batch reports as its `version` (negative for a version loaded for decoding only). */
+  paramsVersion: number;
+}
+
+/** `rows` rows of `from` columns (of `width` values each) right-aligned in `to` columns: left padding. */
+function padLeft<T extends Float32Array | Uint8Array>(
+  data: T,
+  rows: number,
+  from: number,
+  to: number,
+  width = 1,
+): T {
+  const out = new (data.constructor as new (n: number) => T)(rows * to * width);
+  for (let r = 0; r < rows; r++)
+    out.set(data.subarray(r * from * width, (r + 1) * from * width), (r * to + to - from) * width);
+  return out;
+}
+
+/**
+ * Indices of `prompts` in groups of similar length, shortest first: a group grows while its left
+ * padding stays under a quarter of its real tokens (sorted ascending, the newest member is the
+ * longest, so the group's forward covers members x its length).
+ */
+export function lengthGroups(prompts: readonly (readonly number[])[]): number[][] {
+  const order = prompts.map((_, j) => j).sort((a, b) => prompts[a].length - prompts[b].length);
+  const groups: number[][] = [];
+  let group: number[] = [];
+  let real = 0;
+  for (const j of order) {
+    const len = prompts[j].length;
+    if (group.length > 0 && (group.length + 1) * len > 1.25 * (real + len)) {
+      groups.push(group);
+      group = [];
+      real = 0;
+    }
+    group.push(j);
+    real += len;
+  }
+  groups.push(group);
+  return groups;
+}
+
+/**
+ * Rows in model.ts's Concat-grown cache [B, H, P, hd]: rows are left-padded to the common length P
+ * (the mask hides the padding), every step appends one column for all rows.
+ */
+export class ConcatRows implements RowBatch {
+  private past: Float32Array[];
+  private mask = new Uint8Array(0);
+  private lens: number[] = [];
+  private width = 0;
+  private readonly params: Record<string, Ort.Tensor>;
+  readonly version: number;
+
+  constructor(
+    private readonly backend: OrtDecodeBackend,
+    held?: HeldParams,
+  ) {
+    this.params = held?.tensors ?? backend.paramTensors();
+    this.version = held?.paramsVersion ?? backend.paramsVersion;
+    this.past = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(0));
+  }
+
+  get size(): number {
+    return this.lens.length;
+  }
+
+  async prefill(prompts: readonly number[][]): Promise<Float32Array> {
+    const { nHead: H, headDim: hd } = this.backend;
+    const { logits, present, width: L } = await this.backend.prefillPadded(prompts, this.params);
+    const n = prompts.length;
+    const B = this.size;
+    const P = Math.max(this.width, L);
+    const newMask = Uint8Array.from({ length: n * L }, (_, k) =>
+      k % L >= L - prompts[Math.floor(k / L)].length ? 1 : 0,
+    );
+    this.past = this.past.map((old, i) => {
+      const merged = new Float32Array((B + n) * H * P * hd);
+      merged.set(padLeft(old, B * H, this.width, P, hd));
+      merged.set(padLeft(present[i], n * H, L, P, hd), B * H * P * hd);
+      return merged;
+    });
+    const mask = new Uint8Array((B + n) * P);
+    mask.set(padLeft(this.mask, B, this.width, P));
+    mask.set(padLeft(newMask, n, L, P), B * P);
+    this.mask = mask;
+    this.width = P;
+    this.lens.push(...prompts.map((p) => p.length));
+    return logits;
+  }
+
+  async step(tokens: readonly number[]): Promise<Float32Array> {
+    const B = this.size;
+    const P = this.width;
+    const attentionMask = new Uint8Array(B * (P + 1));
+    for (let b = 0; b < B; b++) {
+      attentionMask.set(this.mask.subarray(b * P, (b + 1) * P), b * (P + 1));
+      attentionMask[b * (P + 1) + P] = 1;
+    }
+    const step = {
+      batch: B,
+      newLen: 1,
+      pastLen: P,
+      inputIds: BigInt64Array.from(tokens, (id) => BigInt(id)),
+      positionIds: BigInt64Array.from(this.lens, (len) => BigInt(len)),
+      attentionMask,
+    };
+    const { logits, present } = await this.backend.runConcat(step, this.past, this.params);
+    this.past = present;
+    this.mask = attentionMask;
+    this.width = P + 1;
+    this.lens = this.lens.map((len) => len + 1);
+    return logits;
+  }
+
+  keepRows(keep: readonly number[]): void {
+    const stride = this.backend.nHead * this.width * this.backend.headDim;
+    this.past = this.past.map((p) => gatherRows(p, stride, keep));
+    this.mask = gatherRows(this.mask, this.width, keep);
+    this.lens = keep.map((r) => this.lens[r]);
+  }
+}
+
+/**
+ * Rows in caches that live here, [rows, H, C, hd] per layer, written in place: row b's tokens in
+ * slots 0 .. lens[b] - 1, the mask [rows, C] marking them. Buffers grow (rows by doubling, C to
+ * the largest `slots` asked for) and are handed to ORT as views of their first `size` rows.
+ */
+export class CachedRows implements RowBatch {
+  private cache: Float32Array[];
+  private mask = new Uint8Array(0);
+  private lens: number[] = [];
+  private rowCapacity = 0;
+  private capacity = 0;
+  private readonly params: Record<string, Ort.Tensor>;
+  readonly version: number;
+
+  constructor(
+    private readonly backend: OrtDecodeBackend,
+    private readonly session: CreatedSession,
+    held?: HeldParams,
+  ) {
+    this.params = held?.tensors ?? backend.paramTensors();
+    this.version = held?.paramsVersion ?? backend.paramsVersion;
+    this.cache = Array.from({ length: 2 * backend.nLayer }, () => new Float32Array(0));
+  }
+
+  get size(): number {
+    return this.lens.length;
+  }
+
+  /** Grows the buffers to hold `rows` rows of `capacity` slots, keeping what they hold. */
+  private reserve(rows: number, capacity: number): void {
+    if (rows <= this.rowCapacity && capacity <= this.capacity) return;
+    const { nHead: H, headDim: hd } = this.backend;
+    // Rows double (up to 1024 at a time) and slots grow by half again (up to the context), so a
+    // stream of joining rows reallocates a few times, not at every join.
+    const R =
+      rows <= this.rowCapacity ? this.rowCapacity : Math.max(rows, Math.min(2 * this.rowCapacity, 1024));
+    const C =
+      capacity <= this.capacity
+        ? this.capacity
+        : Math.max(capacity, Math.min(Math.ceil(1.5 * this.capacity), this.backend.maxPositions));
+    const n = this.size * H; // (row, head) slabs in use
+    this.cache = this.cache.map((old) => {
+      const grown = new Float32Array(R * H * C * hd);
+      for (let s = 0; s < n; s++)
+        grown.set(old.subarray(s * this.capacity * hd, (s + 1) * this.capacity * hd), s * C * hd);
+      return grown;
+    });
+    const mask = new Uint8Array(R * C);
+    for (let b = 0; b < this.size; b++)
+      mask.set(this.mask.subarray(b * this.capacity, (b + 1) * this.capacity), b * C);
+    this.mask = mask;
+    this.rowCapacity = R;
+    this.capacity = C;
+  }
+
+  /**
+   * Prefills in groups of similar length (lengthGroups): a left-padded forward costs its longest
+   * prompt for every row, and rows that join a running batch mix short first turns with long later
+   * ones. Rows keep the order of `prompts`.
+   */
+  async prefill(prompts: readonly number[][], slots: readonly number[]): Promise<Float32Array> {
+    const { nHead: H, headDim: hd, vocabSize: V } = this.backend;
+    const first = this.size;
+    this.reserve(first + prompts.length, Math.max(...slots, ...prompts.map((p) => p.length + 1)));
+    const C = this.capacity;
+    const logits = new Float32Array(prompts.length * V);
+    for (const group of lengthGroups(prompts)) {
+      const out = await this.backend.prefillPadded(
+        group.map((j) => prompts[j]),
+        this.params,
+      );
+      const L = out.width;
+      group.forEach((j, g) => {
+        const b = first + j;
+        const len = prompts[j].length;
+        const pad = L - len;
+        for (let i = 0; i < 2 * this.backend.nLayer; i++) {
+          for (let h = 0; h < H; h++) {
+            const from = ((g * H + h) * L + pad) * hd;
+            this.cache[i].set(out.present[i].subarray(from, from + len * hd), (b * H + h) * C * hd);
+          }
+        }
+        this.mask.fill(1, b * C, b * C + len);
+        logits.set(out.logits.subarray(g * V, (g + 1) * V), j * V);
+      });
+    }
+    this.lens.push(...prompts.map((p) => p.length));
+    return logits;
+  }
+
+  async step(tokens: readonly number[]): Promise<Float32Array> {
+    const { backend } = this;
+    const { nHead: H, headDim: hd } = backend;
+    const B = this.size;
+    const C = this.capacity;
+    for (let b = 0; b < B; b++)
+      if (this.lens[b] >= C) throw new Error(`decode cache overflow: row ${b} is full at capacity ${C}`);
+    const ort = backend.ortApi;
+    const feeds: Record<string, Ort.Tensor> = {
+      ...this.params,
+      input_ids: new ort.Tensor(
+        'int64',
+        BigInt64Array.from(tokens, (id) => BigInt(id)),
+        [B, 1],
+      ),
+      position_ids: new ort.Tensor(
+        'int64',
+        BigInt64Array.from(this.lens, (len) => BigInt(len)),
+        [B, 1],
+      ),
+      cache_mask: new ort.Tensor('bool', this.mask.subarray(0, B * C), [B, C]),
+    };
+    const dims = [B, H, C, hd];
+    for (let i = 0; i < 2 * backend.nLayer; i++) {
+      feeds[`cache_${i % 2 ? 'value' : 'key'}_${i >> 1}`] = new ort.Tensor(
+        'float32',
+        this.cache[i].subarray(0, B * H * C * hd),
+        dims,
+      );
+    }
+    const out = await this.session.session.run(feeds);
+    // New keys/values [B, H, 1, hd] go into each row's next slot.
+    for (let i = 0; i < 2 * backend.nLayer; i++) {
+      const fresh = out[`new_${i % 2 ? 'value' : 'key'}_${i >> 1}`].data as Float32Array;
+      for (let b = 0; b < B; b++) {
+        for (let h = 0; h < H; h++) {
+          const s = b * H + h;
+          this.cache[i].set(fresh.subarray(s * hd, (s + 1) * hd), (s * C + this.lens[b]) * hd);
+        }
+      }
+    }
+    for (let b = 0; b < B; b++) this.mask[b * C + this.lens[b]++] = 1;
+    return out.logits.data as Float32Array;
+  }
+
+  keepRows(keep: readonly number[]): void {
+    const { nHead: H, headDim: hd } = this.backend;
+    const C = this.capacity;
+    const rowLen = H * C * hd;
+    // Only the rows that move are copied, through copies of their sources (keep may be any order).
+    const moves = keep.flatMap((r, b) => (r === b ? [] : [{ from: r, to: b }]));
+    const held = this.cache.map((c) => moves.map(({ from }) => c.slice(from * rowLen, (from + 1) * rowLen)));
+    const heldMask = moves.map(({ from }) => this.mask.slice(from * C, (from + 1) * C));
+    moves.forEach(({ to }, k) => {
+      this.cache.forEach((c, i) => {
+        c.set(held[i][k], to * rowLen);
+      });
+      this.mask.set(heldMask[k], to * C);
+    });
+    // Rows past the kept ones are stale: clear their mask so a row that joins later starts clean.
+    this.mask.fill(0, keep.length * C, this.size * C);
+    this.lens = keep.map((r) => this.lens[r]);
+  }
+}

@@ -1,0 +1,40 @@
+/**
+ * Test-only crash points. `AKBE_TEST_KILL_AT=<point>:<step>` makes the process SIGKILL itself the
+ * first time it reaches that point of that training step, so the resume tests can kill a run
+ * inside labelling, training or publishing deterministically (a timed kill from outside lands
+ * wherever the scheduler happens to be). Unset (always, outside tests), every call is a no-op.
+ *
+ *   labels:<k>   after step k's boundary labels are stored, before its learner.step
+ *   train:<k>    after step k's first optimizer update, before its checkpoint is saved
+ *   publish:<k>  after step k's checkpoint v(k+1) is on disk, before the object store and KV have it
+ *   rollout:<k>  in a rollout worker: after a step-k rollout's rollout.completed is stored, before
+ *                its command is acked (the worker's other rollouts in flight die with it)
+ *   rollout-start:<k>  in a rollout worker, once its first rollout of step k has stored
+ *                rollout.started (the command is taken and unacked: JetStream must redeliver it)
+ *
+ * `AKBE_TEST_HOLD_AT=<point>:<step>` instead stops there for good (the process stays alive), so a
+ * test can break something else (kill the NATS server) while the run is known to be mid-step: on
+ * an idle machine a tiny run finishes in about a second, and a kill timed from outside lands in
+ * its shutdown instead.
+ */
+export type KillPoint = 'labels' | 'train' | 'publish' | 'rollout' | 'rollout-start';
+
+export const KILL_AT_ENV = 'AKBE_TEST_KILL_AT';
+export const HOLD_AT_ENV = 'AKBE_TEST_HOLD_AT';
+
+export function killPointArmed(point: KillPoint, step: number): boolean {
+  return process.env[KILL_AT_ENV] === `${point}:${step}`;
+}
+
+export function killPoint(point: KillPoint, step: number): void {
+  if (!killPointArmed(point, step)) return;
+  process.stderr.write(`${KILL_AT_ENV}: killing this process at ${point}:${step}\n`);
+  process.kill(process.pid, 'SIGKILL');
+}
+
+/** Never settles when `AKBE_TEST_HOLD_AT` names this point, after saying so on stderr. */
+export function holdPoint(point: KillPoint, step: number): Promise<void> {
+  if (process.env[HOLD_AT_ENV] !== `${point}:${step}`) return Promise.resolve();
+  process.stderr.write(`${HOLD_AT_ENV}: holding at ${point}:${step}\n`);
+  return new Promise(() => {});
+}

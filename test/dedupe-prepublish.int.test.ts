@@ -1,0 +1,82 @@
+/**
+ * Issue 11 item 4 (reproduction): dedupe ids are derived from an event's identity
+ * (`<run>:0:learner.step`), so a message pre-published with that Nats-Msg-Id used to make
+ * JetStream drop the run's real learner.step as a duplicate, silently. Now every append's
+ * Nats-Msg-Id is keyed with the run's secret (EventStore.useDedupeKey): the real event is stored,
+ * the planted message is dead-lettered by the replay, and the audit passes. And `akbe replay`'s
+ * completeness check would have caught the old outcome: a finished step without learner.step is an
+ * error.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstream } from '@nats-io/jetstream';
+import t from 'tap';
+import { runTraining } from '../src/actors/orchestrator.js';
+import { pack } from '../src/actors/wire.js';
+import { auditPassed, auditRun } from '../src/audit/audit.js';
+import type { AkbeEvent } from '../src/events/catalog.js';
+import { EventStore } from '../src/events/store.js';
+import { eventSubject } from '../src/events/subjects.js';
+import { withNats } from './helpers/nats.js';
+import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
+
+t.test('a message pre-published with an event dedupe id does not pre-empt the event', async (t) => {
+  const fx = await tinyRunFixture();
+  const nats = await withNats(t);
+  const store = await EventStore.open(nats.nc);
+  const home = mkdtempSync(join(tmpdir(), 'akbe-dedupe-'));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  const runId = 'prepub1';
+  const js = jetstream(nats.nc);
+  const planted = await js.publish(eventSubject(runId, 'learner.step'), pack({ forged: true }), {
+    msgID: `${runId}:0:learner.step`,
+  });
+  t.notOk(planted.duplicate, 'the attacker stored its message first');
+
+  await runTraining({
+    nc: nats.nc,
+    js,
+    store,
+    runId,
+    spec: tinySpec(fx, { steps: 1 }),
+    runDir: join(home, runId),
+    threads: 1,
+  });
+  const events: AkbeEvent[] = [];
+  for await (const { event } of store.replay(runId)) events.push(event);
+  t.equal(events.filter((e) => e.type === 'learner.step').length, 1, "the run's learner.step was stored");
+  const audit = auditRun(events);
+  t.same(audit.errors, [], 'no missing event');
+  t.equal(audit.incomplete, null);
+  t.ok(auditPassed(audit), 'the audit passes');
+  const letters = [];
+  for await (const d of store.deadLetters(runId)) letters.push(d);
+  t.same(
+    letters.map((d) => [d.originalSubject, d.origin?.seq]),
+    [[eventSubject(runId, 'learner.step'), planted.seq]],
+    'the planted message is dead-lettered',
+  );
+  const stored = await (await js.jetstreamManager()).streams.getMessage('AKBE_EVENTS', {
+    last_by_subj: eventSubject(runId, 'learner.step'),
+  });
+  const msgId = stored?.header?.get('Nats-Msg-Id') ?? '';
+  t.match(
+    msgId,
+    new RegExp(`^${runId}:0:learner\\.step~[A-Za-z0-9_-]{43}$`),
+    'the stored id carries the run key',
+  );
+});
+
+t.test('the audit fails a finished log whose step lacks its learner.step', async (t) => {
+  const { auditRunEvents } = await import('./helpers/audit-run.js');
+  const run = await auditRunEvents({ steps: 2 });
+  const cut = run.events.filter((e) => !(e.type === 'learner.step' && e.meta.step === 0));
+  const r = auditRun(cut);
+  t.match(r.errors, [/step 0: no learner\.step/], 'named as an error, not a note');
+  t.notOk(auditPassed(r));
+  const unfinished = auditRun(run.events.filter((e) => e.type !== 'run.finished'));
+  t.match(unfinished.incomplete, /no run\.finished/, 'a log without run.finished is incomplete');
+  t.notOk(auditPassed(unfinished));
+  t.ok(auditPassed(auditRun(run.events)), 'the whole log passes');
+});
