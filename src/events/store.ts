@@ -46,7 +46,7 @@ import {
 } from './errors.js';
 import { type PipelinedFailure, publishPipelined } from './pipelined-publish.js';
 import { ELECTION_RETRY_MS, isTransientNatsError, retryElection } from './retry.js';
-import { readStream, type StreamReadOptions } from './stream-reader.js';
+import { lastMatchingSeq, readStream, type StreamReadOptions } from './stream-reader.js';
 import {
   DEAD_LETTER_STREAM,
   DEAD_LETTER_SUBJECTS,
@@ -363,16 +363,7 @@ export class EventStore implements AsyncDisposable {
 
   /** The sequence of the newest stored event of a run, or of any run (0 when none). */
   async lastSeq(runId?: string): Promise<number> {
-    const filter = runId ? runEventsFilter(runId) : EVENTS_SUBJECTS;
-    const consumer = await retryElection(this.nc, `last event of ${filter}`, () =>
-      this.js.consumers.get(EVENTS_STREAM, { filter_subjects: filter, deliver_policy: DeliverPolicy.Last }),
-    );
-    try {
-      if ((await consumer.info(true)).num_pending === 0) return 0;
-      return (await consumer.next({ expires: 5_000 }))?.seq ?? 0;
-    } finally {
-      await consumer.delete().catch(() => undefined);
-    }
+    return lastMatchingSeq(this.js, EVENTS_STREAM, runId ? runEventsFilter(runId) : EVENTS_SUBJECTS);
   }
 
   /** Decodes a stream message; on failure stores its dead letter and returns null. */

@@ -1,12 +1,14 @@
 /**
  * Ordered reads of one filter subject of a JetStream stream, as an AsyncIterable of messages.
  *
- * Bounded (default): ends at the last matching message present when the read began. The
- * stream's last sequence is read first; the read stops at the first message past it, or when a
- * message says no matching message is pending. (Counting down the consumer's initial
- * `num_pending` is not enough: nats-server 2.9 has been seen to report one too few for a
- * filtered consumer started mid-stream after a restart, which dropped the last event.) Messages
- * appended during the read are not included, so a replay is a snapshot and always terminates.
+ * Bounded (default): ends at the last matching message present when the read began. That
+ * message's sequence is asked of the stream first (a message get by last subject, which takes
+ * wildcards), and the read stops there. Pending counts are never trusted to end a read:
+ * nats-server 2.9.10 reports a filtered consumer's `num_pending` (and each message's
+ * `info.pending`) one too few or several too many after a restart (measured: 103 or 107-116 for
+ * 104 messages), which dropped the last event or would wait forever for messages that do not
+ * exist. Messages appended during the read are not included, so a replay is a snapshot and
+ * always terminates.
  *
  * Follow: keeps delivering new messages until `signal` aborts (used by `akbe events tail`).
  *
@@ -33,11 +35,9 @@ export async function* readStream(
   opts: StreamReadOptions = {},
 ): AsyncGenerator<JsMsg> {
   if (opts.signal?.aborted) return;
-  const jsm = await js.jetstreamManager();
-  const lastSeq = (await retryElection(js, `stream info ${stream}`, () => jsm.streams.info(stream))).state
-    .last_seq;
   let next = Math.max(1, opts.fromSeq ?? 1);
-  if (!opts.follow && lastSeq < next) return;
+  const lastSeq = opts.follow ? Infinity : await lastMatchingSeq(js, stream, filter);
+  if (lastSeq < next) return;
   for (;;) {
     const consumer = await retryElection(js, `read ${stream} ${filter}`, () =>
       js.consumers.get(stream, {
@@ -48,10 +48,6 @@ export async function* readStream(
     );
     let lost = false;
     try {
-      const pendingAtStart = (
-        await retryElection(js, `read ${stream} ${filter}: consumer info`, () => consumer.info(true))
-      ).num_pending;
-      if (!opts.follow && pendingAtStart === 0) return;
       const messages = await consumer.consume(consumeOptions(opts.batch ?? 512));
       debugConsumer(`read ${stream} ${filter}`, messages);
       const stop = () => void messages.close().catch(() => undefined);
@@ -71,10 +67,10 @@ export async function* readStream(
       else opts.signal?.addEventListener('abort', stop, { once: true });
       try {
         for await (const m of messages) {
-          if (!opts.follow && m.seq > lastSeq) return;
+          if (m.seq > lastSeq) return;
           next = m.seq + 1;
           yield m;
-          if (!opts.follow && (m.seq >= lastSeq || m.info.pending === 0)) return;
+          if (m.seq >= lastSeq) return;
         }
       } finally {
         stopWatching();
@@ -93,4 +89,13 @@ export async function* readStream(
         `akbe debug: read ${stream} ${filter}: consumer lost, reading on from seq ${next}\n`,
       );
   }
+}
+
+/** The sequence of the newest message of `stream` matching `filter` (wildcards allowed), 0 if none. */
+export async function lastMatchingSeq(js: JetStreamClient, stream: string, filter: string): Promise<number> {
+  const jsm = await js.jetstreamManager();
+  const last = await retryElection(js, `last message of ${stream} ${filter}`, () =>
+    jsm.streams.getMessage(stream, { last_by_subj: filter }),
+  );
+  return last?.seq ?? 0;
 }
