@@ -63,7 +63,21 @@ export interface Algorithm {
 
 const ALGORITHMS = new NamedRegistry<Algorithm>('algorithm');
 
+/**
+ * Registers an algorithm after checking what its flags imply, so that a new entry cannot train
+ * something its name does not say: DPO pairs are built on the AKBE targets, and AKBE targets
+ * (on-policy or offline) on boundary labels, which need the no-tool probe. Every entry cites where
+ * its definition comes from.
+ */
 export function registerAlgorithm(a: Algorithm): void {
+  const refuse = (why: string) => {
+    throw new TypeError(`algorithm '${a.name}': ${why}`);
+  };
+  if (a.description.trim() === '') refuse('description is empty');
+  if (a.source.trim() === '') refuse('source is empty (cite the paper, section or code it implements)');
+  if (a.dpoPairs && !a.akbeTargets) refuse('dpoPairs needs akbeTargets (the chosen side is the AKBE target)');
+  if ((a.akbeTargets || a.offlineTargets) && !a.needsNoTool)
+    refuse('AKBE targets need the boundary labels, so needsNoTool must be true');
   ALGORITHMS.register(a.name, a);
 }
 export const getAlgorithm = (name: string): Algorithm => ALGORITHMS.get(name);
@@ -87,7 +101,8 @@ export function algorithmOptions(
         'algoOptions',
         `config.algoOptions.${key} is not an option of algo '${a.name}'; its options: ${known.join(', ') || 'none'}`,
       );
-    if (typeof v !== 'number' || !Number.isFinite(v))
+    if (!Number.isFinite(v))
+      // false for every non-number too
       throw new ConfigError(
         'algoOptions',
         `config.algoOptions.${key} must be a number, got ${JSON.stringify(v)}`,

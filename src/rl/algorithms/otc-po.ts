@@ -24,7 +24,8 @@ import { registerAlgorithm } from './algorithm.js';
 
 /** The tool-use factor r_tool(m, n) of OTC-GRPO. */
 export function otcToolReward(m: number, n: number, c: number): number {
-  if (n === 0) return m === 0 ? 1 : Math.cos((m * Math.PI) / (2 * m + c));
+  // The paper's first case (m = n = 0: 1) is this one's value at m = 0, cos(0).
+  if (n === 0) return Math.cos((m * Math.PI) / (2 * m + c));
   const f = (2 * n * m) / (m + n);
   return Math.sin((f * Math.PI) / (2 * n));
 }
