@@ -51,6 +51,7 @@ const SCOPES = {
       'test/gpu-runtime-sampler.test.ts',
       'test/gpu-train-loss.test.ts',
       'test/gpu-train-decoupled.test.ts',
+      'test/gpu-dpo-loss.test.ts',
       'test/gpu-train.test.ts',
     ],
   },

@@ -8,10 +8,11 @@ import ort from 'onnxruntime-node';
 import t from 'tap';
 import { initParams } from '../src/gpu/config.js';
 import { Graph, gradients, type Tensor } from '../src/gpu/graph/index.js';
-import { AGGREGATIONS, AKBE_LOSS_FORMS, type AkbeLossForm, policyLoss } from '../src/gpu/losses.js';
+import { type AkbeLossForm, policyLoss } from '../src/gpu/losses.js';
 import { Trainer } from '../src/gpu/trainer.js';
 import { Rng } from '../src/util/rng.js';
 import { gradcheck } from './helpers/gradcheck.js';
+import { AGGREGATIONS, AKBE_LOSS_FORMS } from './helpers/loss-forms.js';
 import { type ReferenceLossInput, referenceLoss } from './helpers/reference-loss.js';
 
 type Input = ReferenceLossInput;

@@ -7,10 +7,11 @@
 import ort from 'onnxruntime-node';
 import t from 'tap';
 import { Graph, gradients } from '../src/gpu/graph/index.js';
-import { AGGREGATIONS, AKBE_LOSS_FORMS, policyLoss } from '../src/gpu/losses.js';
+import { policyLoss } from '../src/gpu/losses.js';
 import { akbeRowWeights } from '../src/rl/batch.js';
 import type { AkbeAggregation } from '../src/rl/losses.js';
 import { Rng } from '../src/util/rng.js';
+import { AGGREGATIONS, AKBE_LOSS_FORMS } from './helpers/loss-forms.js';
 import { type ReferenceLossInput, referenceLoss } from './helpers/reference-loss.js';
 
 const B = 8;

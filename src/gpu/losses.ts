@@ -46,8 +46,6 @@ const { add, sub, mul, div, max, min, neg, exp, clip, where, less, greater, redu
 
 export type Aggregation = 'token-mean' | 'seq-mean-token-mean';
 export type AkbeLossForm = 'nll' | 'clipped';
-export const AGGREGATIONS: readonly Aggregation[] = ['token-mean', 'seq-mean-token-mean'];
-export const AKBE_LOSS_FORMS: readonly AkbeLossForm[] = ['nll', 'clipped'];
 
 export interface LossHyper {
   clipEpsLow: Tensor; // scalar
