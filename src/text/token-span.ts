@@ -27,8 +27,8 @@ export type TokenSpan = [start: number, end: number];
 /**
  * The tokens [s, e) of a turn of `n` tokens whose text overlaps the characters `range` of the
  * turn's text. `prefixText(k)` is the text of the turn's first k tokens as the turn is read
- * (`env.turnText(tokens.slice(0, k), turn)`); prefixText(n) is the whole turn. The range must be
- * non-empty and inside the text.
+ * (`env.turnText(tokens.slice(0, k), turn)`, asked for 1 <= k <= n only); prefixText(n) is the
+ * whole turn. The range must be non-empty and inside the text.
  */
 export function tokensOfChars(n: number, prefixText: (k: number) => string, range: CharRange): TokenSpan {
   const full = prefixText(n);
@@ -38,14 +38,13 @@ export function tokensOfChars(n: number, prefixText: (k: number) => string, rang
       `character range [${cs}, ${ce}) must be non-empty and inside the text (${full.length} chars)`,
     );
   let e = n;
-  for (let k = n - 1; k >= 0; k--) {
+  for (let k = n - 1; k >= 1; k--) {
     const p = prefixText(k);
     if (!full.startsWith(p)) continue; // ends inside a character, or rewritten later: bounds nothing
     if (p.length <= cs) return [k, e];
     if (p.length >= ce) e = k;
   }
-  // prefixText(0) is empty (or a clean prefix before the range) in every environment; a decoder
-  // whose empty decode is not even a prefix leaves the range starting at token 0.
+  // No tokens have no text (prefixText(0) is not asked: a Hugging Face decoder refuses no ids).
   return [0, e];
 }
 
@@ -60,8 +59,9 @@ export function toolCallTokenSpan(
   prefixText: (k: number) => string,
   toolTags?: readonly string[],
 ): TokenSpan | null {
+  if (n === 0) return null;
   const chars = toolCallChars(prefixText(n), toolTags);
-  if (chars === null || n === 0) return null;
+  if (chars === null) return null;
   const [qs, qe] = chars.query;
   return tokensOfChars(n, prefixText, qs < qe ? chars.query : chars.call);
 }
