@@ -39,9 +39,11 @@ export function turnResult(
 ): GenerateResult {
   const last = tokens[tokens.length - 1];
   const finish = env.codec.stopIds.includes(last) ? 'eos' : cutAtLength ? 'length' : 'stop';
-  const prefixText = (k: number) => env.turnText(tokens.slice(0, k), input.turn);
+  const text = env.turnText(tokens, input.turn);
+  const prefixText = (k: number) =>
+    k === tokens.length ? text : env.turnText(tokens.slice(0, k), input.turn);
   const callSpan = toolCallTokenSpan(tokens.length, prefixText, toolTags);
-  return { tokens, logprobs, text: prefixText(tokens.length), finish, ...(callSpan ? { callSpan } : {}) };
+  return { tokens, logprobs, text, finish, ...(callSpan ? { callSpan } : {}) };
 }
 
 /** The tags the machine's tool calls use, from the tools the actors call. */
