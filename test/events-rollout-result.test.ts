@@ -19,6 +19,7 @@ const eosRollout: RolloutResult = {
   responseTokens: [4, 5, 6, 7],
   responseLogprobs: [-0.5, 0, 0, -0.25],
   responseMask: [1, 0, 0, 1],
+  toolCallSpans: [[0, 1]],
   segments: [
     { kind: 'generated', text: '<search> x </search>' },
     { kind: 'observation', text: '<information>Doc 1</information>' },
@@ -79,9 +80,9 @@ t.test("the audit's recomputed outcome replaces the recorded one, with the gramm
   t.same([r.formatOk, r.formatReason, r.reward, r.em, r.turns], [false, 'content-after-answer', 0, 0, 1]);
 });
 
-t.test('a v1 rollout.completed (finishReason) is upcast to v2 (stopReason)', async (t) => {
+t.test('a v1 rollout.completed (finishReason) is upcast to v2 (stopReason), then v3', async (t) => {
   const v2 = rolloutCompletedEvent('run1', 0, { ...eosRollout, stopReason: 'length' });
-  const { stopReason, ...rest } = v2.data;
+  const { stopReason, toolCallSpans: _spans, ...rest } = v2.data;
   t.equal(stopReason, 'length');
   const packr = new Packr(CODEC_OPTIONS);
   for (const [finishReason, expected] of [
@@ -92,8 +93,9 @@ t.test('a v1 rollout.completed (finishReason) is upcast to v2 (stopReason)', asy
   ] as const) {
     const v1 = packr.pack({ ...v2, v: 1, data: { ...rest, finishReason } });
     const read = decodeEvent(v1) as EventOf<'rollout.completed'>;
-    t.equal(read.v, 2);
+    t.equal(read.v, 3);
     t.equal(read.data.stopReason, expected, finishReason);
+    t.strictSame(read.data.toolCallSpans, [[0, 1]], 'v2 -> v3: the generated run before the observation');
     t.notOk('finishReason' in read.data);
   }
   t.throws(() => decodeEvent(packr.pack({ ...v2, v: 1, data: { ...rest, finishReason: 'exploded' } })));

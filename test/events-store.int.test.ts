@@ -280,7 +280,7 @@ t.test('foldRun folds a replay into the run-summary projection; tail lines are r
   } as AkbeEvent);
   t.match(
     line,
-    /^ {4}#7 {2}\d\d:\d\d:\d\d\.\d{3} {2}rollout\.completed v2 +step=0 pv=0 q=q0 r=s0-q0-wt-0 {2}with-tool#0 reward=[01] format=ok/,
+    /^ {4}#7 {2}\d\d:\d\d:\d\d\.\d{3} {2}rollout\.completed v3 +step=0 pv=0 q=q0 r=s0-q0-wt-0 {2}with-tool#0 reward=[01] format=ok/,
   );
   t.equal(line.split('\n').length, 1);
 });

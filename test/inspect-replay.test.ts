@@ -1,9 +1,11 @@
+import { Packr } from 'msgpackr';
 import t from 'tap';
 import { WebSocket } from 'ws';
 import { startInspector } from '../src/actors/inspect.js';
 import { ReplayUnavailableError, replayRun, runInputFromLog } from '../src/actors/inspect-replay.js';
 import { foldRunLog } from '../src/audit/run-log.js';
 import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
+import { CODEC_OPTIONS, decodeEvent } from '../src/events/codec.js';
 import { auditRunEvents, withSeqs } from './helpers/audit-run.js';
 
 const run = await auditRunEvents({ runId: 'rp', steps: 2 });
@@ -76,4 +78,28 @@ t.test("replaying to the inspector: a viewer receives the recorded run's machine
   t.equal(ids.filter((x) => x === 'question').length, 2 * 3, 'B questions x 2 steps');
   t.equal(ids.filter((x) => x === 'rollout').length, 2 * 3 * 5, 'x (G_wt + G_nt)');
   t.ok(msgs.filter((m) => m.type === '@xstate.snapshot').length > 100);
+});
+
+t.test('a log from before rollout.completed v3 (no call spans) replays without divergence', async (t) => {
+  // maxToolCalls 1: a second search is refused (tool-limit), a call the v2 -> v3 upcast gives no span.
+  const old = await auditRunEvents({ runId: 'rp2', steps: 1, config: { maxToolCalls: 1 } });
+  const packr = new Packr(CODEC_OPTIONS);
+  const v2 = old.events.map((e) => {
+    if (e.type !== 'rollout.completed') return e;
+    const { toolCallSpans: _spans, ...data } = e.data;
+    return decodeEvent(packr.pack({ ...e, v: 2, data })); // what a v2 log reads back as
+  });
+  const done = v2.filter((e): e is EventOf<'rollout.completed'> => e.type === 'rollout.completed');
+  const limited = done.filter((e) => e.data.stopReason === 'tool-limit');
+  t.ok(limited.length > 0, `${limited.length} tool-limit rollouts`);
+  t.ok(
+    limited.every((e) => e.data.toolCallSpans.length === e.data.toolCalls),
+    'upcast: the refused call has no span (the old rule counted calls before observations)',
+  );
+  t.ok(
+    done.some((e) => e.data.toolCallSpans.some(([s, end]) => end - s > 3)),
+    'whole-turn spans',
+  );
+  const r = await replayRun(foldRunLog(withSeqs(v2)));
+  t.same(r.divergences, []);
 });

@@ -27,7 +27,13 @@ import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG } from '../src/rl/config.js';
 import { deriveSeed } from '../src/util/rng.js';
 import { group } from './helpers/rollouts.js';
-import { fakeSearch, type ScriptedCalls, scriptedGenerate, ToyTokenizer } from './helpers/scripted-policy.js';
+import {
+  fakeSearch,
+  type ScriptedCalls,
+  scriptedGenerate,
+  ToyTokenizer,
+  toyCallSpan,
+} from './helpers/scripted-policy.js';
 
 t.test('machine ids', async (t) => {
   t.strictSame(
@@ -211,7 +217,8 @@ function playing(results: Array<{ text: string; finish: GenerateResult['finish']
     requests.push(input);
     const r = results[input.turn];
     const tokens = [...tok.encode(r.text), ...Array(r.pad ?? 0).fill(1)];
-    return { tokens, logprobs: tokens.map(() => -0.5), text: r.text, finish: r.finish };
+    const call = r.pad ? {} : toyCallSpan(tok, tokens);
+    return { tokens, logprobs: tokens.map(() => -0.5), text: r.text, finish: r.finish, ...call };
   });
   return { tok, requests, generate };
 }

@@ -82,8 +82,9 @@ function turns(reward: number, tokens: Array<[0 | 1, number]>): RolloutResult {
   return { ...r, responseLogprobs: tokens.map(([m, p]) => (m ? Math.log(p) : 0)) };
 }
 
-t.test('beta-GRPO: the reward survives only if every search turn had min probability >= beta', async (t) => {
+t.test('beta-GRPO: the reward survives only if every search span had min probability >= beta', async (t) => {
   const beta = getAlgorithm('beta-grpo');
+  // The helper's spans are whole search turns; the query's own span: test/rl-beta-grpo.test.ts.
   // Turn 1 (0.9, 0.5) ends in a search, an observation, then the answer turn (0.8, 0.95).
   const one = turns(1, [
     [1, 0.9],

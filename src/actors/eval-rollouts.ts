@@ -22,7 +22,7 @@ import type { TextEnvironment } from '../text/environment.js';
 import type { AnyTool, ServiceCall } from '../tools/tool.js';
 import { deriveSeed } from '../util/rng.js';
 import { abortable } from './abortable.js';
-import { envToolCallActor, turnDecodeRequest, turnResult } from './rollout-actors.js';
+import { envToolCallActor, toolTagsOf, turnDecodeRequest, turnResult } from './rollout-actors.js';
 
 /** A question as the evaluation rolls it out (prompts already in the policy's environment). */
 export interface EvalQuestionSpec {
@@ -115,10 +115,11 @@ export function localRolloutActors(
   tools: readonly AnyTool[],
   service: ServiceCall,
 ): RolloutActors {
+  const toolTags = toolTagsOf(tools);
   return {
     generate: fromPromise<GenerateResult, GenerateRequest>(async ({ input, signal }) => {
       const r = await abortable(generate(turnDecodeRequest(input, env)), signal);
-      return turnResult(env, input, r.tokens, r.policyLogprobs, r.finishReason === 'length');
+      return turnResult(env, input, r.tokens, r.policyLogprobs, r.finishReason === 'length', toolTags);
     }),
     callTool: envToolCallActor(tools, service, env),
   };

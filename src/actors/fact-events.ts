@@ -85,6 +85,7 @@ export function rolloutCompletedEvent(runId: string, step: number, r: RolloutRes
       responseTokenIds: Int32Array.from(r.responseTokens),
       oldLogprobs: Float32Array.from(r.responseLogprobs),
       lossMask: Uint8Array.from(r.responseMask),
+      toolCallSpans: r.toolCallSpans.map(([start, end]): [number, number] => [start, end]),
       answer: r.answer,
       formatOk: r.formatOk,
       reward: r.reward,

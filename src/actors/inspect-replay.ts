@@ -175,7 +175,14 @@ export function recordedMachines(log: RunLog) {
     const logprobs = Array.from(done.data.oldLogprobs.subarray(offset, offset + tokens.length));
     const stopped = parseTurn(text, toolTags).kind !== 'none';
     const finish = tokens.length >= input.maxNewTokens && !stopped ? 'length' : stopped ? 'stop' : 'eos';
-    return { tokens, logprobs, text, finish };
+    // The call's span as recorded (response coordinates -> the turn's). An upcast v2 log records
+    // none for a call refused by the limit (its old rule counted calls before observations only):
+    // the whole turn stands in, as that rule would have read it (the reward is 0 either way).
+    const recorded = done.data.toolCallSpans.find(([s]) => s >= offset && s < offset + tokens.length);
+    const callSpan: [number, number] = recorded
+      ? [recorded[0] - offset, recorded[1] - offset]
+      : [0, tokens.length];
+    return { tokens, logprobs, text, finish, ...(tokens.length > 0 ? { callSpan } : {}) };
   });
   const callTool = fromPromise<ToolResult, ToolRequest>(async ({ input, signal }) => {
     signal.throwIfAborted();

@@ -30,7 +30,7 @@ import { parseRolloutCommand } from './edge/rollout-command.js';
 import { EventSink } from './event-sink.js';
 import { factToEvent } from './fact-events.js';
 import { requestGenerate } from './policy-service.js';
-import { envToolCallActor, turnDecodeRequest, turnResult } from './rollout-actors.js';
+import { envToolCallActor, toolTagsOf, turnDecodeRequest, turnResult } from './rollout-actors.js';
 import { natsServiceCall } from './tool-calls.js';
 
 export interface RolloutWorkerOptions {
@@ -57,13 +57,14 @@ export function remoteRolloutActors(
   topK: number,
   tools: readonly AnyTool[] = toolsNamed(DEFAULT_TOOLS, { topK }),
 ) {
+  const toolTags = toolTagsOf(tools);
   const generate = fromPromise<GenerateResult, GenerateRequest>(async ({ input, signal }) => {
     const request = requestGenerate(nc, runId, {
       policyVersion: input.policyVersion,
       ...turnDecodeRequest(input, env),
     });
     const r = await abortable(request, signal);
-    return turnResult(env, input, r.tokens, r.logprobs, r.finish === 'length');
+    return turnResult(env, input, r.tokens, r.logprobs, r.finish === 'length', toolTags);
   });
   const callTool = envToolCallActor(tools, natsServiceCall(nc, runId), env);
   return { generate, callTool };

@@ -6,6 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { type AkbeEvent, validateEvent } from '../events/catalog.js';
+import { type RawEvent, UPCASTERS } from '../events/upcast.js';
 import { parseSealLine } from './export-seal.js';
 
 /** A line of the export that is not a valid event; `line` is 1-based. */
@@ -33,14 +34,19 @@ const TYPED: Record<string, Record<string, TypedCtor>> = {
   },
 };
 
-/** One exported JSON line -> a validated event (typed arrays restored). */
+/**
+ * One exported JSON line -> a validated event (typed arrays restored), upcast to the current
+ * version like a stored one: an export written by an older build audits as its log would.
+ */
 export function parseEventJson(text: string): AkbeEvent {
-  const raw = JSON.parse(text) as { type?: string; data?: Record<string, unknown> };
+  const raw = JSON.parse(text) as { type?: string; v?: unknown; data?: Record<string, unknown> };
   const fields = TYPED[raw.type ?? ''];
   if (fields && raw.data && typeof raw.data === 'object')
     for (const [key, Ctor] of Object.entries(fields))
       if (Array.isArray(raw.data[key])) raw.data[key] = Ctor.from(raw.data[key] as number[]);
-  return validateEvent(raw);
+  const envelope =
+    typeof raw.type === 'string' && typeof raw.v === 'number' && 'data' in raw && 'meta' in raw;
+  return validateEvent(envelope ? UPCASTERS.upcast(raw as RawEvent) : raw);
 }
 
 /** The events of an export file, in file order (the export is in stream order). */

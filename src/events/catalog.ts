@@ -49,7 +49,7 @@ export const CURRENT_VERSION: Readonly<Record<EventType, number>> = {
   'rollout.started': 1,
   'rollout.turn': 1,
   'tool.called': 2,
-  'rollout.completed': 2,
+  'rollout.completed': 3,
   'group.completed': 1,
   'boundary.labeled': 1,
   'learner.step': 1,

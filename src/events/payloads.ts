@@ -38,6 +38,7 @@ import {
   object,
   oneOf,
   optional,
+  pair,
   record,
   type Schema,
   string,
@@ -188,6 +189,12 @@ export interface RolloutCompletedData {
   oldLogprobs: Float32Array;
   /** [T] 1 on generated tokens, 0 on observation tokens (masked out of every loss). */
   lossMask: Uint8Array;
+  /**
+   * [C][2] (v3) each search decision's tokens [start, end) in the response: the call's query
+   * (the whole call when the query is empty). Upcast v2 events carry the rule they were scored
+   * with: the whole generated run before each observation.
+   */
+  toolCallSpans: Array<[number, number]>;
   /** The extracted answer, null when none could be extracted. */
   answer: string | null;
   formatOk: boolean;
@@ -211,6 +218,7 @@ export const rolloutCompleted: Schema<RolloutCompletedData> = object<RolloutComp
     responseTokenIds: int32Array(),
     oldLogprobs: float32Array(),
     lossMask: mask(),
+    toolCallSpans: array(pair(count())),
     answer: nullable(string()),
     formatOk: bool(),
     reward: number(),
@@ -229,9 +237,61 @@ export const rolloutCompleted: Schema<RolloutCompletedData> = object<RolloutComp
       return ['lossMask', `must have one value per response token (${t}, got ${d.lossMask.length})`];
     if (d.path === 'no-tool' && d.toolCalls !== 0)
       return ['toolCalls', `must be 0 on the no-tool path (got ${d.toolCalls})`];
-    return null;
+    return toolCallSpansProblem(d);
   },
 );
+
+/**
+ * The span rules of rollout.completed, as the rollout machine records spans: each inside the
+ * response and inside one generated run (a turn; observations are never a call's tokens), in
+ * order without overlap, at most one per turn, and exactly one in each turn that an observation
+ * follows (that turn ended in an executed call). The no-tool path makes no call. A worker that
+ * drops a doubtful call's span, or points it at confident tokens of another turn, is refused.
+ */
+function toolCallSpansProblem(
+  d: Pick<RolloutCompletedData, 'path' | 'lossMask' | 'toolCallSpans'>,
+): [string, string] | null {
+  const spans = d.toolCallSpans;
+  const m = d.lossMask;
+  if (d.path === 'no-tool' && spans.length > 0)
+    return ['toolCallSpans', `must be empty on the no-tool path (got ${spans.length})`];
+  let prevEnd = 0;
+  for (let i = 0; i < spans.length; i++) {
+    const [start, end] = spans[i];
+    const at = `toolCallSpans[${i}]`;
+    if (!(start < end && end <= m.length))
+      return [
+        at,
+        `must be a non-empty range inside the ${m.length} response tokens (got [${start}, ${end}])`,
+      ];
+    if (start < prevEnd)
+      return [at, `must start at or after the previous span's end ${prevEnd} (got ${start})`];
+    for (let j = start; j < end; j++)
+      if (m[j] !== 1) return [at, `must cover generated tokens only (token ${j} is an observation token)`];
+    prevEnd = end;
+  }
+  // Walk the generated runs: count the spans in each, and whether an observation follows it.
+  let k = 0;
+  for (let a = 0; a < m.length; ) {
+    if (m[a] !== 1) {
+      a++;
+      continue;
+    }
+    let b = a;
+    while (b < m.length && m[b] === 1) b++;
+    let inRun = 0;
+    while (k < spans.length && spans[k][0] < b) {
+      inRun++;
+      k++;
+    }
+    if (inRun > 1)
+      return ['toolCallSpans', `must hold at most one span per turn (${inRun} in tokens [${a}, ${b}))`];
+    if (inRun === 0 && b < m.length)
+      return ['toolCallSpans', `must hold the call of the turn [${a}, ${b}) that an observation follows`];
+    a = b;
+  }
+  return null;
+}
 
 export interface GroupPath {
   rolloutIds: string[];

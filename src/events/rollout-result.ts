@@ -48,6 +48,7 @@ export function rolloutResultOf(
     responseTokens: Array.from(d.responseTokenIds),
     responseLogprobs: Array.from(d.oldLogprobs),
     responseMask: Array.from(d.lossMask),
+    toolCallSpans: d.toolCallSpans.map(([start, end]): [number, number] => [start, end]),
     segments,
     answer: outcome.answer,
     toolCalls: d.toolCalls,

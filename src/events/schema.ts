@@ -114,6 +114,16 @@ export function array<T>(item: Schema<T>, opts: { min?: number } = {}): Schema<T
   });
 }
 
+/** Exactly two items, each an `item` (a [start, end) range). */
+export function pair<T>(item: Schema<T>): Schema<[T, T]> {
+  return schema((v, p) => {
+    if (!Array.isArray(v)) fail(p, 'must be an array of 2 items', v);
+    if (v.length !== 2) throw new SchemaViolation(p, `must have 2 items (got ${v.length})`);
+    item.check(v[0], `${p}[0]`);
+    item.check(v[1], `${p}[1]`);
+  });
+}
+
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   if (typeof v !== 'object' || v === null || Array.isArray(v) || ArrayBuffer.isView(v)) return false;
   const proto = Object.getPrototypeOf(v);

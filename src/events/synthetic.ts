@@ -51,13 +51,17 @@ export function syntheticRollout(
   const oldLogprobs = new Float32Array(t);
   const lossMask = new Uint8Array(t);
   let toolCalls = 0;
+  const toolCallSpans: Array<[number, number]> = [];
   for (let i = 0; i < t; i++) {
     oldLogprobs[i] = -rng.float() * 4;
     // Blocks of 32 tokens on the with-tool path: 24 generated, then an 8-token observation.
     const observation = opts.path === 'with-tool' && i % 32 >= 24;
     lossMask[i] = observation ? 0 : 1;
     if (observation) oldLogprobs[i] = 0;
-    if (opts.path === 'with-tool' && i % 32 === 24) toolCalls++;
+    if (opts.path === 'with-tool' && i % 32 === 24) {
+      toolCalls++;
+      toolCallSpans.push([i - 4, i - 1]); // the query: 3 tokens before the closing tag
+    }
   }
   const correct = rng.float() < 0.5;
   const rolloutId = `s${opts.step}-${opts.questionId}-${opts.path === 'with-tool' ? 'wt' : 'nt'}-${opts.index}`;
@@ -70,6 +74,7 @@ export function syntheticRollout(
       responseTokenIds: tokens(rng, t),
       oldLogprobs,
       lossMask,
+      toolCallSpans,
       answer: correct ? 'Paris' : rng.float() < 0.5 ? null : 'Lyon',
       formatOk: true,
       reward: correct ? 1 : 0,

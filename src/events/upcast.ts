@@ -72,6 +72,32 @@ UPCASTERS.register('rollout.completed', 1, (data) => {
   return { ...rest, stopReason: stopReason ?? finishReason };
 });
 
+/**
+ * rollout.completed v2 -> v3: v3 records each search decision's token span (`toolCallSpans`, the
+ * call's query). v2 recorded none, and its beta-GRPO rewards were computed with the rule of the
+ * time: a call's span is the whole generated run right before each observation run. That rule is
+ * derived here from the loss mask, so an old log's rewards re-derive exactly as they were trained.
+ */
+export function wholeTurnSpans(lossMask: ArrayLike<number>): Array<[number, number]> {
+  const spans: Array<[number, number]> = [];
+  let start = -1;
+  for (let j = 0; j < lossMask.length; j++) {
+    if (lossMask[j] === 1) {
+      if (start < 0) start = j;
+    } else if (start >= 0) {
+      spans.push([start, j]); // the run ended in a call: the observation follows it
+      start = -1;
+    }
+  }
+  return spans;
+}
+UPCASTERS.register('rollout.completed', 2, (data) => {
+  if (data === null || typeof data !== 'object') return data;
+  const { lossMask } = data as { lossMask?: unknown };
+  if (!ArrayBuffer.isView(lossMask) && !Array.isArray(lossMask)) return data; // validation names it
+  return { ...data, toolCallSpans: wholeTurnSpans(lossMask as ArrayLike<number>) };
+});
+
 /** tool.called v1 -> v2: v1 knew one tool (search) and recorded its passage ids and scores inline. */
 UPCASTERS.register('tool.called', 1, (data) => {
   if (data === null || typeof data !== 'object') return data;

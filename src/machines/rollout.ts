@@ -89,6 +89,12 @@ export interface GenerateResult {
   /** The new tokens decoded, special tokens such as EOS left out. */
   text: string;
   finish: 'stop' | 'eos' | 'length';
+  /**
+   * When the turn ends in a tool call: the tokens [start, end) of the call's query (of the whole
+   * call, tags included, when the query is empty), as indices into `tokens`. The actor finds it
+   * from prefix decodes (src/text/token-span.ts); a call turn without one breaks the contract.
+   */
+  callSpan?: [number, number];
 }
 
 export interface ToolRequest {
@@ -121,6 +127,7 @@ export interface RolloutContext extends RolloutInput {
   responseTokens: number[];
   responseLogprobs: number[];
   responseMask: number[];
+  toolCallSpans: Array<[number, number]>;
   segments: TextSegment[];
   toolCalls: number;
   turns: number;
@@ -171,6 +178,7 @@ function finish(c: RolloutContext, stop: StopReason): RolloutResult {
     responseTokens: c.responseTokens,
     responseLogprobs: c.responseLogprobs,
     responseMask: c.responseMask,
+    toolCallSpans: c.toolCallSpans,
     segments: c.segments,
     answer: score.answer,
     toolCalls: c.toolCalls,
@@ -223,6 +231,7 @@ export const rolloutMachine = setup({
     responseTokens: [],
     responseLogprobs: [],
     responseMask: [],
+    toolCallSpans: [],
     segments: [],
     toolCalls: 0,
     turns: 0,
@@ -279,6 +288,24 @@ export const rolloutMachine = setup({
                   `generate returned ${out.tokens.length} tokens, more than the ${remaining(c)} asked for`,
                 );
               }
+              const span = out.callSpan;
+              if (
+                span !== undefined &&
+                !(
+                  Array.isArray(span) &&
+                  span.length === 2 &&
+                  Number.isInteger(span[0]) &&
+                  Number.isInteger(span[1]) &&
+                  span[0] >= 0 &&
+                  span[0] < span[1] &&
+                  span[1] <= out.tokens.length
+                )
+              ) {
+                throw new RolloutProtocolError(
+                  c.rolloutId,
+                  `generate returned call span ${JSON.stringify(span)}, not a non-empty range of its ${out.tokens.length} tokens`,
+                );
+              }
               const next: RolloutContext = {
                 ...c,
                 responseTokens: [...c.responseTokens, ...out.tokens],
@@ -289,7 +316,18 @@ export const rolloutMachine = setup({
                 lastTurn: { text: out.text, tokens: out.tokens, finish: out.finish },
               };
               const { decision, query, tag } = decideAfterTurn(next);
-              return { ...next, decision, pendingQuery: query, pendingTag: tag };
+              // Every search decision, executed or refused by the limit, is recorded in response
+              // coordinates (beta-GRPO gates on it).
+              const isCall = decision === 'tool' || decision === 'tool-limit';
+              if (isCall && span === undefined)
+                throw new RolloutProtocolError(
+                  c.rolloutId,
+                  `turn ${c.turns} ends in a tool call but generate returned no call span`,
+                );
+              const at = c.responseTokens.length;
+              const toolCallSpans: Array<[number, number]> =
+                isCall && span ? [...c.toolCallSpans, [at + span[0], at + span[1]]] : c.toolCallSpans;
+              return { ...next, toolCallSpans, decision, pendingQuery: query, pendingTag: tag };
             }),
             {
               type: 'report',

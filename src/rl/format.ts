@@ -161,6 +161,53 @@ function closedBlock(t: string, tag: string): string | null {
   return open < 0 ? '' : pyStrip(t.slice(open + tag.length + 2, -close.length));
 }
 
+/** A half-open character range [start, end) of a text. */
+export type CharRange = readonly [start: number, end: number];
+
+/** Where a turn's tool call sits in the turn's raw text. */
+export interface ToolCallChars {
+  /** The tool's tag. */
+  tag: string;
+  /** The argument between the tags, whitespace-stripped (what parseTurn's `query` reads); empty when the query is. */
+  query: CharRange;
+  /** The call itself, from its opening tag through its closing tag. */
+  call: CharRange;
+}
+
+/**
+ * The character ranges of the tool call a turn ends with, in the turn's RAW text (before any
+ * stripping), by parseTurn's rule: the stripped text ends with `</tag>` for a tool tag, and the
+ * call opens at the last `<tag>` before it. Null when the turn does not end in a tool call
+ * (answer, none). A call without an opening tag reads as an empty query in parseTurn; here its
+ * call range starts at the closing tag.
+ */
+export function toolCallChars(
+  turnText: string,
+  toolTags: readonly string[] = DEFAULT_TOOL_TAGS,
+): ToolCallChars | null {
+  const t = pyStrip(turnText);
+  if (t === '') return null;
+  // t starts with a non-whitespace character, so its first occurrence is after the leading whitespace.
+  const lead = turnText.indexOf(t);
+  for (const tag of toolTags) {
+    const close = `</${tag}>`;
+    if (!t.endsWith(close)) continue;
+    const closeAt = t.length - close.length;
+    const openAt = t.lastIndexOf(`<${tag}>`, closeAt);
+    const innerAt = openAt < 0 ? closeAt : openAt + tag.length + 2;
+    const inner = t.slice(innerAt, closeAt);
+    const query = pyStrip(inner);
+    // The stripped query starts with a non-whitespace character: its first occurrence is it.
+    const qAt = query === '' ? closeAt : innerAt + inner.indexOf(query);
+    return {
+      tag,
+      query: [lead + qAt, lead + qAt + query.length],
+      call: [lead + (openAt < 0 ? closeAt : openAt), lead + t.length],
+    };
+  }
+  return null;
+}
+
 /**
  * Reads the action a turn ended with. The policy stops at a tool's closing tag, `</answer>`, EOS
  * or the length limit, so the action is decided by how the turn's text ends; whether the whole

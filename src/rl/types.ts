@@ -48,6 +48,13 @@ export interface Trajectory {
   responseLogprobs: number[];
   /** 1 for generated ids, 0 for observation ids (masked out of every loss). [R] */
   responseMask: number[];
+  /**
+   * One [start, end) per search decision (every turn that ended in a tool call, executed or
+   * refused by the tool-call limit), in order: the tokens of the call's query (of the whole call
+   * when the query is empty), as indices into responseTokens. beta-GRPO's confidence is the
+   * minimum probability over each. [C][2]
+   */
+  toolCallSpans: Array<[number, number]>;
   /** The response text, by segment; `checkFormat` reads it. */
   segments: TextSegment[];
   /** Content of the last `<answer>` block, stripped; null when there is none. */

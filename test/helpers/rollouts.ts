@@ -1,4 +1,5 @@
 /** Hand-built scored rollouts and groups for rl and learner tests. */
+import { wholeTurnSpans } from '../../src/events/upcast.js';
 import type { QuestionGroup, RolloutPath, RolloutResult } from '../../src/rl/types.js';
 
 export interface RolloutSpec {
@@ -9,6 +10,8 @@ export interface RolloutSpec {
   toolCalls?: number;
   /** Response layout: 'g' = generated token, 'o' = observation token. Default: 3 generated. */
   layout?: string;
+  /** The search decisions' token spans; default: the whole generated run before each observation. */
+  toolCallSpans?: Array<[number, number]>;
   prompt?: number[];
   step?: number;
   version?: number;
@@ -30,6 +33,7 @@ export function rollout(s: RolloutSpec): RolloutResult {
     responseTokens: [...layout].map((_, j) => base + j),
     responseLogprobs: [...layout].map((c, j) => (c === 'g' ? -(j + 1) / 10 : 0)),
     responseMask: [...layout].map((c) => (c === 'g' ? 1 : 0)),
+    toolCallSpans: s.toolCallSpans ?? wholeTurnSpans([...layout].map((c) => (c === 'g' ? 1 : 0))),
     segments: [],
     answer: 'x',
     toolCalls: s.toolCalls ?? 0,

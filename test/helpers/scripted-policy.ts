@@ -6,6 +6,7 @@
  */
 import { fromPromise } from 'xstate';
 import type { GenerateRequest, GenerateResult, ToolRequest, ToolResult } from '../../src/machines/rollout.js';
+import { toolCallTokenSpan } from '../../src/text/token-span.js';
 
 export class ToyTokenizer {
   private ids = new Map<string, number>();
@@ -53,8 +54,21 @@ export function scriptedGenerate(
       tokens = tokens.slice(0, input.maxNewTokens);
       finish = 'length';
     }
-    return { tokens, logprobs: tokens.map((_, i) => -0.1 * (i + 1)), text: tok.decode(tokens), finish };
+    const logprobs = tokens.map((_, i) => -0.1 * (i + 1));
+    return { tokens, logprobs, text: tok.decode(tokens), finish, ...toyCallSpan(tok, tokens) };
   });
+}
+
+/**
+ * The call span a real generate actor returns (src/text/token-span.ts over prefix decodes), for a
+ * turn that ends in `</tag>` of any tag other than the grammar's own (custom tool tags included).
+ */
+export function toyCallSpan(tok: ToyTokenizer, tokens: readonly number[]): { callSpan?: [number, number] } {
+  const text = tok.decode(tokens);
+  const tag = /<\/([A-Za-z][\w-]*)>\s*$/.exec(text)?.[1];
+  if (tag === undefined || ['think', 'information', 'answer'].includes(tag)) return {};
+  const span = toolCallTokenSpan(tokens.length, (k) => tok.decode(tokens.slice(0, k)), [tag]);
+  return span ? { callSpan: span } : {};
 }
 
 export function fakeSearch(tok: ToyTokenizer, calls: ScriptedCalls) {
