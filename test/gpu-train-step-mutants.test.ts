@@ -108,3 +108,29 @@ t.test('decays: matrices and embeddings only', async (t) => {
   t.equal(decays([8]), false);
   t.equal(decays([]), false);
 });
+
+t.test('dpo: pair slots [B, B], per-pair weight and reference logprobs [B], a scalar beta', async (t) => {
+  const ins = sig(buildTrainGraph(tiny, { batch: 2, seq: 4, dpo: true }).inputs);
+  t.equal(ins.dpo_pairs, 'float32 [2, 2]');
+  t.equal(ins.dpo_weight, 'float32 [2]');
+  t.equal(ins.ref_logprobs, 'float32 [2]');
+  t.equal(ins.dpo_beta, 'float32 []');
+  const plain = sig(buildTrainGraph(tiny, { batch: 2, seq: 4 }).inputs);
+  t.notOk(
+    ['dpo_pairs', 'dpo_weight', 'ref_logprobs', 'dpo_beta'].some((n) => n in plain),
+    'only when asked',
+  );
+});
+
+t.test('the loss options reach the graph: each form builds other nodes than the defaults', async (t) => {
+  const ops = (o: Parameters<typeof buildTrainGraph>[1]) => buildTrainGraph(tiny, o).nodes.map((n) => n.op);
+  const base = { batch: 2, seq: 4 };
+  const defaults = ops(base);
+  t.strictSame(
+    ops({ ...base, aggregation: 'token-mean', akbeLoss: 'nll' }),
+    defaults,
+    'token-mean and nll are the defaults',
+  );
+  t.notSame(ops({ ...base, aggregation: 'seq-mean-token-mean' }), defaults, 'aggregation');
+  t.notSame(ops({ ...base, akbeLoss: 'clipped' }), defaults, 'the AKBE form');
+});
