@@ -162,6 +162,25 @@ t.test('a closed connection fails a pending call at once', async (t) => {
   t.ok(Date.now() - started < 5_000, `failed in ${Date.now() - started} ms, not at the 60 s timeout`);
 });
 
+t.test('waitForResponderMs: a single server asks again for a service that starts late', async (t) => {
+  const started = Date.now();
+  const late = setTimeout(
+    () =>
+      serve(t, 'akbe.test.wire.late', (m) => {
+        void answer(m, async () => 'up');
+      }),
+    700,
+  );
+  t.teardown(() => clearTimeout(late));
+  t.equal(await call<string>(nc, 'akbe.test.wire.late', {}, 10_000, 5_000), 'up');
+  t.ok(Date.now() - started >= 700, 'answered by the service that subscribed 0.7 s later');
+  // Without a responder the wait ends at its bound, not at the (longer) request timeout.
+  const t0 = Date.now();
+  const none = await failure(call(nc, 'akbe.test.wire.never', {}, 20_000, 1_000));
+  t.match(none.message, /no responders/);
+  t.ok(Date.now() - t0 < 5_000, `gave up after ${Date.now() - t0} ms`);
+});
+
 t.test('on a cluster, no responders is asked again until the service is back', async (t) => {
   // A one-node cluster (its INFO names a cluster): a service that reconnects from a lost node is
   // absent for a moment, and a caller must not fail at once as it does on a single server.

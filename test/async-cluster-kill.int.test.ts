@@ -1,6 +1,8 @@
 /**
  * Issue 13 acceptance: a rollout worker killed during an asynchronous run (maxStaleness 1). Two
- * rollout worker processes serve a 3-step run whose orchestrator runs only the services; worker 0
+ * rollout worker processes serve a 3-step run whose orchestrator runs only search and policy; the
+ * trainer is a process of its own (`akbe worker --role trainer`), so the step that trains while the
+ * next one rolls out does so across processes, as in a cluster; worker 0
  * serves alone and kills itself (kill point rollout:2, src/util/kill-point.ts) right after storing
  * its first rollout of step 2, before acking it, while step 1 is still in flight: step 2 rolls out
  * on v1 beside step 1's training. Worker 1 takes over the redelivered rollouts; every step trains,
@@ -29,14 +31,14 @@ t.test('a rollout worker killed mid-run at maxStaleness 1: nothing lost, the log
   t.teardown(() => rmSync(home, { recursive: true, force: true }));
   const runId = 'asynckill';
   const spec = tinySpec(fx, { steps: 3, maxStaleness: 1 });
-  const worker = (env: NodeJS.ProcessEnv = {}) =>
+  const worker = (env: NodeJS.ProcessEnv = {}, role = 'rollout') =>
     startCli(
       [
         'worker',
         '--run-id',
         runId,
         '--role',
-        'rollout',
+        role,
         '--concurrency',
         '2',
         '--nats',
@@ -47,7 +49,10 @@ t.test('a rollout worker killed mid-run at maxStaleness 1: nothing lost, the log
       env,
     );
   const workers = [worker({ [KILL_AT_ENV]: 'rollout:2' })];
+  const trainer = worker({}, 'trainer');
   t.teardown(() => {
+    trainer.child.kill('SIGKILL');
+    if (!t.passing()) process.stderr.write(`--- trainer:\n${trainer.output()}\n`);
     for (const [i, w] of workers.entries()) {
       w.child.kill('SIGKILL');
       if (!t.passing()) process.stderr.write(`--- worker ${i}:\n${w.output()}\n`);
@@ -65,7 +70,7 @@ t.test('a rollout worker killed mid-run at maxStaleness 1: nothing lost, the log
     runId,
     spec,
     runDir: join(home, 'runs', runId),
-    roles: ['search', 'policy', 'trainer'],
+    roles: ['search', 'policy'],
     dispatch: { ackWaitMs: 4_000, maxDeliver: 10 },
     threads: 1,
   });
@@ -96,6 +101,7 @@ t.test('a rollout worker killed mid-run at maxStaleness 1: nothing lost, the log
     new Promise((r) => setTimeout(() => r('timeout'), 30_000).unref()),
   ]);
   t.equal(exit1, 0, 'worker 1 left when the run completed');
+  t.match(trainer.output(), /serving run asynckill as trainer/, 'the trainer ran in its own process');
   const m = /stopped \((\d+) rollouts, (\d+) redelivered to it\)/.exec(workers[1].output());
   t.ok(Number(m?.[2]) >= 1, `worker 0's unacked rollouts were redelivered to worker 1 (${m?.[2]})`);
   const audit = auditRun(events);

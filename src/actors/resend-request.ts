@@ -11,7 +11,8 @@
  *
  * "No responders" is asked again (250 ms doubling to 2 s) for up to 30 s on a cluster: a service
  * whose node died is gone until it has reconnected elsewhere, and without this every rollout
- * asking it meanwhile failed a delivery attempt. On a single server it fails at once.
+ * asking it meanwhile failed a delivery attempt. On a single server it fails at once unless the
+ * caller waits for a service that may still be starting (`waitForResponderMs`: the trainer).
  *
  * Errors are the ones nats.js gives a plain request (TimeoutError, NoRespondersError), so callers
  * report them the same way.
@@ -25,11 +26,12 @@ export function requestResending(
   subject: string,
   data: Payload,
   timeoutMs: number,
+  waitForResponderMs = 0,
 ): Promise<Msg> {
   return new Promise<Msg>((resolve, reject) => {
     const inbox = createInbox();
     const started = Date.now();
-    const noRespondersWindow = electionWindowMs(nc);
+    const noRespondersWindow = Math.max(electionWindowMs(nc), waitForResponderMs);
     let noResponderWait = 250;
     let retryTimer: ReturnType<typeof setTimeout> | undefined;
     let done = false;

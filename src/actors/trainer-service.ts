@@ -271,12 +271,20 @@ export async function referenceSeqLogprobs(
   return out;
 }
 
+/**
+ * How long a train request waits for a trainer to subscribe: a trainer of its own process
+ * (`akbe worker --role trainer`) may start after the run, or restart after a crash; one step's
+ * request cannot be retried by redelivery as a rollout's can, so it waits instead of failing.
+ */
+export const TRAINER_START_WAIT_MS = 60_000;
+
 /** Calls the trainer service (a step takes a while: the default timeout is generous). */
 export function requestTrain(
   nc: NatsConnection,
   runId: string,
   req: TrainCall,
   timeoutMs = 30 * 60_000,
+  waitForResponderMs = TRAINER_START_WAIT_MS,
 ): Promise<TrainReply> {
-  return call<TrainReply>(nc, serviceSubject(runId, 'train'), req, timeoutMs);
+  return call<TrainReply>(nc, serviceSubject(runId, 'train'), req, timeoutMs, waitForResponderMs);
 }

@@ -57,17 +57,19 @@ export function respondError(msg: Msg, err: Error): void {
 
 /**
  * Sends a request (again after a reconnect: resend-request.ts) and returns the value of an ok
- * reply; throws ServiceCallError otherwise.
+ * reply; throws ServiceCallError otherwise. `waitForResponderMs`: how long "no responders" is
+ * asked again on a single server too (a service process that may still be starting).
  */
 export async function call<T>(
   nc: NatsConnection,
   subject: string,
   request: unknown,
   timeoutMs: number,
+  waitForResponderMs = 0,
 ): Promise<T> {
   let msg: Msg;
   try {
-    msg = await requestResending(nc, subject, pack(request), timeoutMs);
+    msg = await requestResending(nc, subject, pack(request), timeoutMs, waitForResponderMs);
   } catch (err) {
     throw new ServiceCallError(subject, (err as Error).name, (err as Error).message, { cause: err });
   }
