@@ -123,7 +123,8 @@ t.test('dpo: pair slots [B, B], per-pair weight and reference logprobs [B], a sc
 });
 
 t.test('the loss options reach the graph: each form builds other nodes than the defaults', async (t) => {
-  const ops = (o: Parameters<typeof buildTrainGraph>[1]) => buildTrainGraph(tiny, o).nodes.map((n) => n.opType);
+  const ops = (o: Parameters<typeof buildTrainGraph>[1]) =>
+    buildTrainGraph(tiny, o).nodes.map((n) => n.opType);
   const base = { batch: 2, seq: 4 };
   const defaults = ops(base);
   t.strictSame(
