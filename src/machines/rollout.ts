@@ -31,17 +31,9 @@ import { scoreTrajectory } from '../rl/reward.js';
 import type { RolloutPath, RolloutResult, StopReason, TextSegment, TurnActionKind } from '../rl/types.js';
 import { deriveSeed } from '../util/rng.js';
 import { type RolloutFact, reportFact } from './facts.js';
+import { checkGenerateResult, type GenerateResult, RolloutProtocolError } from './generate-result.js';
 
-export class RolloutProtocolError extends Error {
-  constructor(
-    readonly rolloutId: string,
-    message: string,
-    opts?: ErrorOptions,
-  ) {
-    super(message, opts);
-    this.name = 'RolloutProtocolError';
-  }
-}
+export { type GenerateResult, RolloutProtocolError } from './generate-result.js';
 
 /** What a rollout may do: which tools it may call, how often, and how many tokens it may hold. */
 export interface RolloutLimits {
@@ -79,22 +71,6 @@ export interface GenerateRequest {
   turn: number;
   temperature: number;
   topP: number;
-}
-
-export interface GenerateResult {
-  /** New token ids, ending with the stop token when there is one (`</search>`, `</answer>`, EOS). */
-  tokens: number[];
-  /** log pi(token) of each new token under `policyVersion` (same length as tokens). */
-  logprobs: number[];
-  /** The new tokens decoded, special tokens such as EOS left out. */
-  text: string;
-  finish: 'stop' | 'eos' | 'length';
-  /**
-   * When the turn ends in a tool call: the tokens [start, end) of the call's query (of the whole
-   * call, tags included, when the query is empty), as indices into `tokens`. The actor finds it
-   * from prefix decodes (src/text/token-span.ts); a call turn without one breaks the contract.
-   */
-  callSpan?: [number, number];
 }
 
 export interface ToolRequest {
@@ -276,36 +252,8 @@ export const rolloutMachine = setup({
           actions: [
             assign(({ context: c, event }) => {
               const out = event.output;
-              if (out.tokens.length !== out.logprobs.length) {
-                throw new RolloutProtocolError(
-                  c.rolloutId,
-                  `generate returned ${out.tokens.length} tokens but ${out.logprobs.length} logprobs`,
-                );
-              }
-              if (out.tokens.length > remaining(c)) {
-                throw new RolloutProtocolError(
-                  c.rolloutId,
-                  `generate returned ${out.tokens.length} tokens, more than the ${remaining(c)} asked for`,
-                );
-              }
+              checkGenerateResult(c.rolloutId, out, remaining(c));
               const span = out.callSpan;
-              if (
-                span !== undefined &&
-                !(
-                  Array.isArray(span) &&
-                  span.length === 2 &&
-                  Number.isInteger(span[0]) &&
-                  Number.isInteger(span[1]) &&
-                  span[0] >= 0 &&
-                  span[0] < span[1] &&
-                  span[1] <= out.tokens.length
-                )
-              ) {
-                throw new RolloutProtocolError(
-                  c.rolloutId,
-                  `generate returned call span ${JSON.stringify(span)}, not a non-empty range of its ${out.tokens.length} tokens`,
-                );
-              }
               const next: RolloutContext = {
                 ...c,
                 responseTokens: [...c.responseTokens, ...out.tokens],

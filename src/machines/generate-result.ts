@@ -1,0 +1,66 @@
+/**
+ * The contract of a generate actor's reply (the policy service's turn), checked by the rollout
+ * machine before anything of it is kept: a reply that breaks it is a RolloutProtocolError, not a
+ * rollout outcome.
+ */
+
+export class RolloutProtocolError extends Error {
+  constructor(
+    readonly rolloutId: string,
+    message: string,
+    opts?: ErrorOptions,
+  ) {
+    super(message, opts);
+    this.name = 'RolloutProtocolError';
+  }
+}
+
+export interface GenerateResult {
+  /** New token ids, ending with the stop token when there is one (`</search>`, `</answer>`, EOS). */
+  tokens: number[];
+  /** log pi(token) of each new token under `policyVersion` (same length as tokens). */
+  logprobs: number[];
+  /** The new tokens decoded, special tokens such as EOS left out. */
+  text: string;
+  finish: 'stop' | 'eos' | 'length';
+  /**
+   * When the turn ends in a tool call: the tokens [start, end) of the call's query (of the whole
+   * call, tags included, when the query is empty), as indices into `tokens`. The actor finds it
+   * from prefix decodes (src/text/token-span.ts); a call turn without one breaks the contract.
+   */
+  callSpan?: [number, number];
+}
+
+/** Throws RolloutProtocolError when `out` breaks the contract of a turn that asked for `asked` tokens. */
+export function checkGenerateResult(rolloutId: string, out: GenerateResult, asked: number): void {
+  if (out.tokens.length !== out.logprobs.length) {
+    throw new RolloutProtocolError(
+      rolloutId,
+      `generate returned ${out.tokens.length} tokens but ${out.logprobs.length} logprobs`,
+    );
+  }
+  if (out.tokens.length > asked) {
+    throw new RolloutProtocolError(
+      rolloutId,
+      `generate returned ${out.tokens.length} tokens, more than the ${asked} asked for`,
+    );
+  }
+  const span = out.callSpan;
+  if (
+    span !== undefined &&
+    !(
+      Array.isArray(span) &&
+      span.length === 2 &&
+      Number.isInteger(span[0]) &&
+      Number.isInteger(span[1]) &&
+      span[0] >= 0 &&
+      span[0] < span[1] &&
+      span[1] <= out.tokens.length
+    )
+  ) {
+    throw new RolloutProtocolError(
+      rolloutId,
+      `generate returned call span ${JSON.stringify(span)}, not a non-empty range of its ${out.tokens.length} tokens`,
+    );
+  }
+}
