@@ -14,7 +14,9 @@ import { PassThrough, Writable } from 'node:stream';
 import t from 'tap';
 import { main } from '../src/cli/main.js';
 import type { EvalReport } from '../src/world/eval.js';
+import { KILL_AT_ENV } from '../src/util/kill-point.js';
 import { runEval } from '../src/world/eval-run.js';
+import { startCli } from './helpers/cli-process.js';
 import { withNats } from './helpers/nats.js';
 import { baseRunFixture, TINY_TRAIN } from './helpers/tiny-run.js';
 
@@ -127,4 +129,58 @@ t.test('akbe train evaluates dev before and after, on versions 0 and 1', async (
     after[2],
     `${before[3]}->${after[3]}`,
   ]);
+});
+
+t.test('a resumed run reads its before-evaluation back from the log instead of re-running it', async (t) => {
+  const cfg = join(dir, 'resume.json');
+  writeFileSync(
+    cfg,
+    JSON.stringify({
+      ...TINY_TRAIN,
+      steps: 2,
+      world: fx.worldDir,
+      policy: fx.policyDir,
+      topK: 3,
+      evalQuestions: N,
+      evalSplits: ['dev'],
+    }),
+  );
+  const home = join(dir, 'home-resume');
+  const args = ['--run-id', 'evr', '--nats', nats.server.url, '--home', home, '--threads', '1'];
+  // The first start evaluates v0, trains step 0 and dies (SIGKILL) during step 1's update.
+  const first = startCli(['train', '--config', cfg, ...args], { [KILL_AT_ENV]: 'train:1' });
+  t.equal(await first.exited, null, 'killed at train:1');
+  const firstBefore = first
+    .output()
+    .split('\n')
+    .map((l) => LINE.exec(l))
+    .filter((m) => m !== null);
+  t.same(
+    firstBefore.map((m) => [m[1], m[2]]),
+    [['before', '0']],
+    'the first start evaluated v0',
+  );
+  const out = new PassThrough();
+  const err = new PassThrough();
+  let o = '';
+  let e = '';
+  out.on('data', (c) => (o += c));
+  err.on('data', (c) => (e += c));
+  t.equal(await main(['train', '--resume', ...args], out, err), 0, e);
+  const evals = e
+    .split('\n')
+    .map((l) => LINE.exec(l))
+    .filter((m) => m !== null);
+  t.same(
+    evals.map((m) => [m[1], m[2]]),
+    [['after', '2']],
+    'the resume evaluates only after (v2): no second "before" at the resume version',
+  );
+  const row = o.split('\n').find((l) => /^dev\s/.test(l));
+  const [em, tc] = firstBefore[0].slice(3, 5);
+  t.match(
+    row,
+    new RegExp(`^dev\\s+${N}\\s+${em}\\s+\\S+\\s+${tc}\\s`),
+    `the table's before column is v0's: ${row}`,
+  );
 });

@@ -322,7 +322,13 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     device: o.device,
     log: (line) => o.err.write(`train: ${line}\n`),
     beforeRun: async (c) => {
-      before = await evaluate(c.nc, c.runId, c.version, 'before');
+      // A resumed run was evaluated before its first step when it started: read those figures
+      // back instead of evaluating the resume version as if it were the base.
+      const recorded = o.resume ? await recordedBeforeEval(store, c.runId) : [];
+      if (recorded.length > 0) before = recorded;
+      else if (c.version === 0) before = await evaluate(c.nc, c.runId, c.version, 'before');
+      else if (evalSettings.questions > 0)
+        o.err.write(`eval before: not on the log of ${c.runId} (interrupted first); skipped at v${c.version}\n`);
     },
     afterRun: async (c) => {
       after = await evaluate(c.nc, c.runId, c.version, 'after');
@@ -395,4 +401,15 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     before,
     after,
   };
+}
+
+/** The before-evaluation a run's log records (one score per split, in order), [] when none. */
+async function recordedBeforeEval(store: EventStore, runId: string): Promise<SplitScore[]> {
+  const out: SplitScore[] = [];
+  for await (const { event } of store.replayType(runId, 'eval.completed')) {
+    const d = event.data;
+    if (d.when !== 'before') continue;
+    out.push({ split: d.split, questions: d.questions, em: d.em, tc: d.tc, tp: d.tp, noToolEm: d.noToolEm });
+  }
+  return out;
 }
