@@ -328,7 +328,9 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
       if (recorded.length > 0) before = recorded;
       else if (c.version === 0) before = await evaluate(c.nc, c.runId, c.version, 'before');
       else if (evalSettings.questions > 0)
-        o.err.write(`eval before: not on the log of ${c.runId} (interrupted first); skipped at v${c.version}\n`);
+        o.err.write(
+          `eval before: not on the log of ${c.runId} (interrupted first); skipped at v${c.version}\n`,
+        );
     },
     afterRun: async (c) => {
       after = await evaluate(c.nc, c.runId, c.version, 'after');
