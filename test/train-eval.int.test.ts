@@ -16,6 +16,7 @@ import { main } from '../src/cli/main.js';
 import { KILL_AT_ENV } from '../src/util/kill-point.js';
 import type { EvalReport } from '../src/world/eval.js';
 import { runEval } from '../src/world/eval-run.js';
+import { runCli } from './helpers/cli.js';
 import { startCli } from './helpers/cli-process.js';
 import { withNats } from './helpers/nats.js';
 import { baseRunFixture, TINY_TRAIN } from './helpers/tiny-run.js';
@@ -33,6 +34,13 @@ t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const N = 6;
 const LINE =
   /^eval (before|after) \(v(\d+)\) dev: EM (\S+) TC (\S+) TP (\S+) no-tool EM (\S+) \((\d+) questions, \d+s\)$/;
+
+/** The eval lines of a train job's stderr, parsed. */
+const evalLines = (text: string) =>
+  text
+    .split('\n')
+    .map((l) => LINE.exec(l))
+    .filter((m) => m !== null);
 
 /** `akbe eval`'s numbers for a checkpoint, printed the way the train job prints them. */
 async function reference(checkpoint: string): Promise<string[]> {
@@ -150,27 +158,15 @@ t.test('a resumed run reads its before-evaluation back from the log instead of r
   // The first start evaluates v0, trains step 0 and dies (SIGKILL) during step 1's update.
   const first = startCli(['train', '--config', cfg, ...args], { [KILL_AT_ENV]: 'train:1' });
   t.equal(await first.exited, null, 'killed at train:1');
-  const firstBefore = first
-    .output()
-    .split('\n')
-    .map((l) => LINE.exec(l))
-    .filter((m) => m !== null);
+  const firstBefore = evalLines(first.output());
   t.same(
     firstBefore.map((m) => [m[1], m[2]]),
     [['before', '0']],
     'the first start evaluated v0',
   );
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let o = '';
-  let e = '';
-  out.on('data', (c) => (o += c));
-  err.on('data', (c) => (e += c));
-  t.equal(await main(['train', '--resume', ...args], out, err), 0, e);
-  const evals = e
-    .split('\n')
-    .map((l) => LINE.exec(l))
-    .filter((m) => m !== null);
+  const { code, out: o, err: e } = await runCli('train', '--resume', ...args);
+  t.equal(code, 0, e);
+  const evals = evalLines(e);
   t.same(
     evals.map((m) => [m[1], m[2]]),
     [['after', '2']],
