@@ -127,6 +127,20 @@ t.test(
   },
 );
 
+t.test(
+  'top-p: a token outside the nucleus is never drawn, even when it comes first in id order',
+  async (t) => {
+    // p = (0.2, 0.5, 0.3): top-p 0.6 keeps {1, 2} (0.5 + 0.3 >= 0.6), renormalised to (5/8, 3/8).
+    // The draw walks ids in order, so the excluded token 0 would take every u below its share.
+    const logits = Float32Array.from([Math.log(0.2), Math.log(0.5), Math.log(0.3)]);
+    for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
+      const u = new Rng(seed).float();
+      const s = sampleRow(logits, 0, 3, { temperature: 1, topP: 0.6 }, new Rng(seed));
+      t.equal(s.token, u < 5 / 8 ? 1 : 2, `seed ${seed}: u = ${u}`);
+    }
+  },
+);
+
 t.test('sampleBatch: rows, options and rngs must agree, with the exact message', async (t) => {
   const opts = { temperature: 0, topP: 1 };
   t.throws(() => sampleBatch(new Float32Array(7), 3, [opts, opts], [new Rng(1), new Rng(2)]), {
