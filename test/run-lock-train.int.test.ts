@@ -1,9 +1,9 @@
 /**
  * The run lock around runTraining (src/actors/run-lock.ts, orchestrator.ts): a second orchestrator
  * started on a run in progress is refused before it touches the run, and the first finishes and
- * audits clean; an orchestrator whose lock is taken over stops without writing the run's end; the
- * CLI says the refusal in one line (`akbe train` exits 1, `akbe experiment run` reports each refused
- * run as failed and goes on).
+ * audits clean; an orchestrator whose lock is taken over stops writing (no run.finished), one that
+ * fails to start releases the lock; the CLI says the refusal in one line (`akbe train` exits 1,
+ * `akbe experiment run` reports each refused run as failed and goes on).
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
@@ -16,6 +16,7 @@ import { type RunLockRecord, runLockKey } from '../src/actors/run-lock.js';
 import type { TrainingOptions } from '../src/actors/training-options.js';
 import { auditRun } from '../src/audit/audit.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
+import { processClock } from '../src/events/clock.js';
 import { EventStore } from '../src/events/store.js';
 import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
@@ -104,10 +105,14 @@ t.test('the run lock around runTraining and in the CLI', async (t) => {
     const runId = 'lock-lost';
     const thief = liveHolder(1);
     const lines: string[] = [];
+    let lostAt = Number.POSITIVE_INFINITY; // on the events' clock
     const run = runTraining(
       options(runId, {
         lockHeartbeatMs: 30,
-        log: (l) => lines.push(l),
+        log: (l) => {
+          if (l.startsWith('run lock: LOST')) lostAt = processClock.now();
+          lines.push(l);
+        },
         onStep: (r) => {
           if (r.step === 0) void kv.put(runLockKey(runId), JSON.stringify(thief));
         },
@@ -130,8 +135,25 @@ t.test('the run lock around runTraining and in the CLI', async (t) => {
     );
     const all = await events(runId);
     t.equal(all.filter((e) => e.type === 'run.finished').length, 0, 'no run.finished from the loser');
+    // The rollout workers (roles in this process) store what they finish until they are stopped;
+    // the orchestrator's own facts stop at the loss.
+    const late = all.filter((e) => !/^(rollout\.|tool\.)/.test(e.type) && e.meta.at > lostAt);
+    t.same(
+      late.map((e) => `${e.type}@${e.meta.step}`),
+      [],
+      `no orchestrator event made after the loss (step 0 learned: ${all.some((e) => e.type === 'learner.step')})`,
+    );
     t.equal((await kv.get(`${runId}.status`))?.string(), 'running', "the loser left the run's status alone");
     t.same(await lockOf(runId), thief, "the new holder's lock stays");
+  });
+
+  t.test('a run that fails to start releases its lock', async (t) => {
+    await t.rejects(runTraining(options('lock-resume-nothing', { resume: true })), {
+      name: 'ResumeError',
+      message: 'run lock-resume-nothing: has no run.started event to resume from',
+    });
+    const e = await kv.get(runLockKey('lock-resume-nothing'));
+    t.equal(e?.operation, 'DEL', 'taken, then deleted');
   });
 
   t.test('akbe train and akbe experiment run say a refusal in one line', async (t) => {
