@@ -118,18 +118,29 @@ t.test('a run lock against a real KV', async (t) => {
   });
 
   t.test('two orchestrators taking over one dead lock at once: exactly one wins', async (t) => {
-    await put('r4', record({ host: 'elsewhere', pid: 1, heartbeatMs: 1000 }));
-    const contender = (pid: number) =>
-      RunLock.acquire(nats.nc, 'r4', { now: () => T0 + 60_000, heartbeatMs: HOUR, host: 'here', pid });
-    const results = await Promise.allSettled([contender(11), contender(12)]);
-    const won = results.filter((r) => r.status === 'fulfilled').map((r) => r.value);
-    const lost = results.filter((r) => r.status === 'rejected').map((r) => r.reason);
-    t.equal(won.length, 1, 'one took it over');
-    t.teardown(() => won[0]?.release());
-    t.equal(lost.length, 1, 'the other was refused');
-    t.ok(lost[0] instanceof RunLockedError);
-    t.equal(lost[0].holder.owner, won[0].holder.owner, 'refused naming the winner');
-    t.equal((await read('r4'))?.owner, won[0].holder.owner);
+    // Five rounds: the two interleave differently (both read the dead lock, or one reads the
+    // other's fresh one); both contenders are alive, so either way the loser is refused.
+    for (let round = 0; round < 5; round++) {
+      const runId = `r4-${round}`;
+      await put(runId, record({ host: 'elsewhere', pid: 1, heartbeatMs: 1000 }));
+      const contender = (pid: number) =>
+        RunLock.acquire(nats.nc, runId, {
+          now: () => T0 + 60_000,
+          heartbeatMs: HOUR,
+          host: 'here',
+          pid,
+          pidAlive: () => true,
+        });
+      const results = await Promise.allSettled([contender(11), contender(12)]);
+      const won = results.filter((r) => r.status === 'fulfilled').map((r) => r.value);
+      const lost = results.filter((r) => r.status === 'rejected').map((r) => r.reason);
+      for (const w of won) t.teardown(() => w.release());
+      t.equal(won.length, 1, `${runId}: one took it over`);
+      t.equal(lost.length, 1, `${runId}: the other was refused`);
+      t.ok(lost[0] instanceof RunLockedError);
+      t.equal(lost[0]?.holder?.owner, won[0]?.holder.owner, 'refused naming the winner');
+      t.equal((await read(runId))?.owner, won[0]?.holder.owner);
+    }
   });
 
   t.test('release deletes the lock only while it is ours', async (t) => {
