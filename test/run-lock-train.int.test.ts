@@ -22,8 +22,8 @@ import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
 import { TINY_TRAIN, tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 
-const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-const HOST = escape(hostname());
+const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const HOST = escapeRe(hostname());
 
 /** A lock as a live orchestrator (this test process, on this host) holds it. */
 function liveHolder(pid = process.pid): RunLockRecord {
