@@ -7,7 +7,7 @@
  *   trainer worker on another machine (or a fresh run dir) gets version k from NATS alone.
  * - In the KV bucket `akbe_runs`, key `<run>.policy` holds the newest published version (and
  *   `<run>.status` the run's status), so `akbe worker` and a resumed orchestrator know where a
- *   run stands without reading the log.
+ *   run stands without reading the log. (`<run>.lock` there is the orchestrator's, run-lock.ts.)
  *
  * Version 0 is the run's base policy (`policyRef`), copied in at the start of the run.
  *
@@ -33,6 +33,13 @@ import { localProblem, sha256Hex } from './checkpoint-integrity.js';
 
 export const CHECKPOINT_BUCKET = 'akbe_checkpoints';
 export const RUNS_BUCKET = 'akbe_runs';
+
+/** The KV bucket of runs' state (`<run>.policy`, `<run>.status`, `<run>.lock`...), created when missing. */
+export function openRunsBucket(nc: NatsConnection): Promise<KV> {
+  // As many replicas as the event log (3 on a cluster): a run must survive losing one node.
+  const replicas = defaultReplicas(nc);
+  return retryElection(nc, `KV ${RUNS_BUCKET}`, () => new Kvm(nc).create(RUNS_BUCKET, { replicas }));
+}
 const FILES = ['config.json', 'model.safetensors', 'optimizer.safetensors'] as const;
 /** Files of a Hugging Face checkpoint besides the weights: copied from the base into every local
  *  version directory so each one loads as it is in transformers, vLLM or SGLang (not uploaded: they
@@ -152,9 +159,7 @@ export class CheckpointStore {
     const obj = await retryElection(nc, `object store ${CHECKPOINT_BUCKET}`, () =>
       new Objm(nc).create(CHECKPOINT_BUCKET, { replicas }),
     );
-    const kv = await retryElection(nc, `KV ${RUNS_BUCKET}`, () =>
-      new Kvm(nc).create(RUNS_BUCKET, { replicas }),
-    );
+    const kv = await openRunsBucket(nc);
     await mkdir(dir, { recursive: true });
     return new CheckpointStore(nc, runId, dir, obj, kv, opts);
   }

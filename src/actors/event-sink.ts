@@ -68,6 +68,15 @@ export class EventSink {
     });
   }
 
+  /**
+   * Stops appending for good (a run that lost its lock to another orchestrator must not write on):
+   * what is pushed or waiting from now on is dropped, and `flush()` throws `reason`.
+   */
+  close(reason: Error): void {
+    this.failure ??= reason;
+    this.buffer = [];
+  }
+
   /** Resolves once every event pushed so far is stored; throws the first append failure. */
   async flush(): Promise<void> {
     this.drain();

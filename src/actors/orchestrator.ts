@@ -7,6 +7,8 @@
  *   runSteps     (run-steps.ts)    the run machine's steps: rollouts, training, facts -> event log
  *   finish       (here)            run.finished, completed or failed with its one-line reason
  *
+ * all of it holding the run's lock (run-lock.ts): one orchestrator per run.
+ *
  * The log holds everything an auditor needs to recompute rewards, labels, targets, advantages and
  * step metrics: run.started (the whole config, seeds, world and base policy), question.assigned
  * (text and gold answers per step), every rollout's tokens, logprobs, mask, answer, formatOk,
@@ -22,24 +24,47 @@ import { createEvent } from '../events/catalog.js';
 import { stepOfRolloutId } from './fact-events.js';
 import { offlineTargets } from './offline-targets.js';
 import { RolloutGaveUpError, RolloutsStalledError } from './rollout-deadlines.js';
+import { RunLock, RunLockLostError } from './run-lock.js';
 import { RunServices } from './run-services.js';
 import { type OpenedRun, openRun } from './run-start.js';
 import { runSteps } from './run-steps.js';
 import type { TrainingOptions, TrainingResult } from './training-options.js';
 
+export { RunLockedError, RunLockLostError } from './run-lock.js';
 export { questionSpecOf, ResumeError } from './run-start.js';
 export { formatStepLine, type StepReport } from './step-report.js';
 export type { RunContext, TrainingOptions, TrainingResult } from './training-options.js';
 
-/** Runs (or resumes) a training run to its last step. */
+/**
+ * Runs (or resumes) a training run to its last step. The run's lock (run-lock.ts) is held from
+ * before its log is read until it ends, however it ends: a second orchestrator on the run is
+ * refused with RunLockedError, and one that lost the lock stops with RunLockLostError.
+ */
 export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
-  const { nc, runId } = o;
   const log = o.log ?? (() => undefined);
+  const lock = await RunLock.acquire(o.nc, o.runId, { log, heartbeatMs: o.lockHeartbeatMs });
+  try {
+    return await trainHoldingLock(o, lock, log);
+  } finally {
+    await lock.release();
+  }
+}
+
+async function trainHoldingLock(
+  o: TrainingOptions,
+  lock: RunLock,
+  log: (line: string) => void,
+): Promise<TrainingResult> {
+  const { nc, runId } = o;
   const started = performance.now();
   const run = await openRun(o, log);
   const { checkpoints, loaded, setup, sink } = run;
+  // Lost: not one more event from this orchestrator (the new holder writes the run now).
+  const stopWriting = () => sink.close(lock.signal.reason as Error);
+  lock.signal.addEventListener('abort', stopWriting, { once: true });
   const services = new RunServices(o, log);
   try {
+    lock.signal.throwIfAborted();
     await services.start(checkpoints, setup, loaded.env);
     // offline-akbe: the frozen checkpoint's targets, read back from the log or rolled out once now.
     const offline = await offlineTargets(o, setup, { env: loaded.env, tools: loaded.tools, log });
@@ -52,7 +77,9 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
       published: run.published,
       padId: loaded.padId,
       log,
+      signal: lock.signal,
     });
+    lock.signal.throwIfAborted();
     await o.afterRun?.({ nc, runId, version: out.policyVersion });
     const elapsedSeconds = (performance.now() - started) / 1000;
     sink.push(
@@ -62,6 +89,7 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
         { runId, step: Math.max(0, out.steps - 1), policyVersion: out.policyVersion },
       ),
     );
+    lock.signal.throwIfAborted();
     await sink.flush();
     await run.pruned();
     await checkpoints.setStatus('completed');
@@ -75,6 +103,7 @@ export async function runTraining(o: TrainingOptions): Promise<TrainingResult> {
   } catch (err) {
     throw await recordFailure(o, run, err, started);
   } finally {
+    lock.signal.removeEventListener('abort', stopWriting);
     await services.stop();
   }
 }
@@ -90,6 +119,9 @@ async function recordFailure(
   err: unknown,
   started: number,
 ): Promise<unknown> {
+  // The run is another orchestrator's now: its status and its log are not ours to write.
+  const lost = causeIn(err, RunLockLostError);
+  if (lost) return lost;
   await checkpoints.setStatus('failed').catch(() => undefined);
   const gaveUp = causeIn(err, RolloutGaveUpError);
   if (gaveUp)

@@ -35,6 +35,8 @@ export interface StepDeps {
   published: Map<number, PublishedCheckpoint>;
   padId: number;
   log: (line: string) => void;
+  /** Aborts when the run must stop now (its lock was lost): the run machine is stopped. */
+  signal?: AbortSignal;
 }
 
 /** Phase 3: the run machine from the first step left to the last, its facts into the log. */
@@ -119,7 +121,11 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
     o.onFact?.(fact);
   });
   actor.start();
-  const out = await toPromise(actor);
+  // Stopping the machine aborts its invoked actors (their waits and requests are dropped).
+  const out = await abortable(toPromise(actor), d.signal).catch((err) => {
+    if (d.signal?.aborted) actor.stop();
+    throw err;
+  });
   await d.sink.flush();
   return out;
 }

@@ -43,6 +43,8 @@ export interface TrainingOptions {
   afterRun?: (ctx: RunContext) => Promise<void>;
   log?: (line: string) => void;
   akbeVersion?: string;
+  /** The run lock's heartbeat interval in ms (run-lock.ts; default 5 s, tests use less). */
+  lockHeartbeatMs?: number;
 }
 
 export interface RunContext {
