@@ -17,7 +17,13 @@
 const SCOPES = {
   rl: {
     mutate: ['src/rl/**/*.ts'],
-    tests: ['test/rl-*.test.ts', 'test/train-config.test.ts', 'test/machines-learner.test.ts'],
+    // text-token-span: toolCallChars (format.ts), the character span of a turn's tool call.
+    tests: [
+      'test/rl-*.test.ts',
+      'test/train-config.test.ts',
+      'test/machines-learner.test.ts',
+      'test/text-token-span.test.ts',
+    ],
   },
   machines: {
     mutate: ['src/machines/**/*.ts'],

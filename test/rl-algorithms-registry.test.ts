@@ -31,7 +31,7 @@ t.test('registration refuses entries whose flags contradict each other or cite n
     name: 'TypeError',
     message: "algorithm 'no-desc': description is empty",
   });
-  t.throws(() => registerAlgorithm(entry({ name: 'no-source', source: '' })), {
+  t.throws(() => registerAlgorithm(entry({ name: 'no-source', source: '  ' })), {
     message: "algorithm 'no-source': source is empty (cite the paper, section or code it implements)",
   });
   t.throws(() => registerAlgorithm(entry({ name: 'dpo-alone', dpoPairs: true, needsNoTool: true })), {
