@@ -127,8 +127,13 @@ t.test(
       );
       t.same(spec.seeds, seeds);
       const runs = planRuns(spec);
-      t.equal(runs.length, 7 * seeds.length);
+      t.equal(runs.length, 8 * seeds.length, 'grpo, akbe x 2 contexts, offline, dpo, otc, beta x 2');
       const jobs = await Promise.all(runs.map((r) => jobConfigOf(spec, r)));
+      t.same(
+        jobs.filter((j) => j.train.algo === 'beta-grpo').map((j) => j.train.algoOptions),
+        [...seeds.map(() => ({ beta: 0.4 })), ...seeds.map(() => ({ beta: 0.8 }))],
+        'beta-grpo at its default beta and at 0.8',
+      );
       const ids = runs.map((r) => r.runId);
       const offline = runs.flatMap((r, i) =>
         r.cell.algo === 'offline-akbe' ? [[r.runId, jobs[i].train.frozenPolicy]] : [],
