@@ -198,6 +198,9 @@ export function selectionRuleOf(label: BoundaryLabel, targetSelection: TargetSel
   return label.category === 'tool-dependent' ? targetSelection : 'random-correct-no-tool';
 }
 
+/** The run's staleness bound η (0, the paper's synchronous setting, when not given). */
+const etaOf = (c: { input: { maxStaleness?: number } }): number => c.input.maxStaleness ?? 0;
+
 /** Every group of a step was too stale (maxStaleness >= 1): there is nothing to train on. */
 export class StaleStepError extends Error {
   constructor(
@@ -260,7 +263,7 @@ export const learnerMachine = setup({
     dropGroup: enqueueActions(({ enqueue, context, event }) => {
       const g = event.group;
       const next = nextToTrain(context);
-      const { trainVersion, reason } = groupVerdict(g, next, context.input.maxStaleness ?? 0);
+      const { trainVersion, reason } = groupVerdict(g, next, etaOf(context));
       const drop: DroppedGroup = {
         questionId: g.questionId,
         step: g.step,
@@ -284,12 +287,11 @@ export const learnerMachine = setup({
   },
   guards: {
     'isCurrentVersion?': ({ context, event }) => event.group.policyVersion === context.version,
-    'isSynchronous?': ({ context }) => (context.input.maxStaleness ?? 0) === 0,
+    'isSynchronous?': ({ context }) => etaOf(context) === 0,
     'trainable?': ({ context, event }) =>
-      groupVerdict(event.group, nextToTrain(context), context.input.maxStaleness ?? 0).reason === null,
+      groupVerdict(event.group, nextToTrain(context), etaOf(context)).reason === null,
     'batchFull?': ({ context }) => {
-      if ((context.input.maxStaleness ?? 0) === 0)
-        return context.groups.length >= context.input.batchQuestions;
+      if (etaOf(context) === 0) return context.groups.length >= context.input.batchQuestions;
       const ofStep = (g: { step: number }) => g.step === context.step;
       const seen = context.groups.filter(ofStep).length + context.dropped.filter(ofStep).length;
       return seen >= context.input.batchQuestions;
@@ -343,7 +345,7 @@ export const learnerMachine = setup({
         const B = context.input.batchQuestions;
         let groups: QuestionGroup[];
         let rest: QuestionGroup[];
-        if ((context.input.maxStaleness ?? 0) === 0) {
+        if (etaOf(context) === 0) {
           groups = context.groups.slice(0, B);
           rest = context.groups.slice(B);
         } else {
@@ -392,7 +394,7 @@ export const learnerMachine = setup({
               stepsDone: context.stepsDone + 1,
             });
             const b = p.batch;
-            const asynchronous = (context.input.maxStaleness ?? 0) > 0;
+            const asynchronous = etaOf(context) > 0;
             enqueue({
               type: 'report',
               params: {
