@@ -10,7 +10,11 @@
  * the same process.
  *
  *   npm run build && node dist/bench/async.js [--seeds 3] [--steps 4] [--latency 200] [--workers 2]
- *     [--concurrency 4] [--etas 0,1,2] [--eval 16]
+ *     [--concurrency 4] [--etas 0,1,2] [--eval 16] [--trainer embedded|process]
+ *
+ * --trainer process runs the trainer as a worker process of its own (`akbe worker --role trainer`)
+ * instead of in the orchestrator's process; each version then reaches the policy through the
+ * object store.
  *
  * The world is the seed-0 world cut to 8 training questions and the policy the committed base
  * (assets/base), as test/helpers/tiny-run.ts's baseRunFixture builds them (built here if missing).
@@ -45,6 +49,7 @@ const { values: flags } = parseArgs({
     concurrency: { type: 'string', default: '4' },
     etas: { type: 'string', default: '0,1,2' },
     eval: { type: 'string', default: '16' },
+    trainer: { type: 'string', default: 'embedded' },
   },
 });
 const seeds = Number(flags.seeds);
@@ -54,6 +59,10 @@ const workers = Number(flags.workers);
 const concurrency = Number(flags.concurrency);
 const etas = flags.etas.split(',').map(Number);
 const evalQuestions = Number(flags.eval);
+if (flags.trainer !== 'embedded' && flags.trainer !== 'process')
+  throw new Error(`--trainer must be embedded or process, got ${flags.trainer}`);
+/** process: the trainer is a worker process of its own, so an update never waits for a decode step. */
+const trainerProcess = flags.trainer === 'process';
 
 /** The seed-0 world cut to 8 training questions (baseRunFixture's, shared with the tests). */
 async function worldDir(): Promise<string> {
@@ -97,7 +106,7 @@ function idleOutside(intervals: Array<[number, number]>, t0: number, t1: number)
   return idle + Math.max(0, t1 - at);
 }
 
-async function runOnce(eta: number, seed: number, world: string): Promise<Measured> {
+async function runOnce(eta: number, seed: number, world: string, steps: number): Promise<Measured> {
   const home = mkdtempSync(join(tmpdir(), 'akbe-bench-async-'));
   const server = await startNatsServer({ storeDir: join(home, 'nats') });
   const nc = await connectLocal(server);
@@ -122,8 +131,10 @@ async function runOnce(eta: number, seed: number, world: string): Promise<Measur
   };
   const cli = resolve('dist/src/cli/main.js');
   const outputs: string[] = [];
-  const procs = Array.from({ length: workers }, (_, i) => {
-    const args = ['worker', '--run-id', runId, '--role', 'rollout', '--concurrency', String(concurrency)];
+  const roles = trainerProcess ? ['rollout', 'trainer'] : ['rollout'];
+  const procs = Array.from({ length: workers + roles.length - 1 }, (_, i) => {
+    const role = i < workers ? 'rollout' : 'trainer';
+    const args = ['worker', '--run-id', runId, '--role', role, '--concurrency', String(concurrency)];
     const p = spawn(process.execPath, [cli, ...args, '--nats', server.url, '--home', home], {
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -158,7 +169,7 @@ async function runOnce(eta: number, seed: number, world: string): Promise<Measur
       runId,
       spec,
       runDir: join(home, 'runs', runId),
-      roles: ['search', 'policy', 'trainer'],
+      roles: trainerProcess ? ['search', 'policy'] : ['search', 'policy', 'trainer'],
       threads: 1,
       searchLatencyMs: latency,
       beforeRun: async () => {
@@ -232,10 +243,14 @@ console.log(
     .map((x) => x.toFixed(1))
     .join(' ')}`,
 );
+// Untimed: the first run in a process pays for JIT and cold caches (~15% of a 24-step run),
+// which would otherwise land on eta 0 of seed 0 alone.
+const warm = await runOnce(etas[0], seeds, world, 2);
+console.log(`warm-up (eta ${etas[0]}, 2 steps, not counted): ${warm.rolloutsPerS.toFixed(2)} rollouts/s`);
 const all: Measured[] = [];
 for (let seed = 0; seed < seeds; seed++)
   for (const eta of etas) {
-    const m = await runOnce(eta, seed, world);
+    const m = await runOnce(eta, seed, world, steps);
     all.push(m);
     const base = all.find((x) => x.seed === seed && x.eta === etas[0])!;
     console.log(

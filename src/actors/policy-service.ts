@@ -109,6 +109,8 @@ export class PolicyHandle extends ForwardOnlyPolicy implements ServedPolicy {
     readonly vocabSize?: number,
     /** Versions decoded at once: maxStaleness + 1 (1: synchronous, older versions refused). */
     readonly versionsInFlight = 1,
+    /** False for a trainer's own policy (it never decodes, so it holds no versions). */
+    readonly decodes = true,
   ) {
     super(version);
   }
@@ -120,6 +122,7 @@ export class PolicyHandle extends ForwardOnlyPolicy implements ServedPolicy {
 
   /** Holds the current parameters as `version` (requests naming it decode on them). */
   async hold(version = this.version): Promise<void> {
+    if (!this.decodes) return;
     await this.host.holdVersion(version, this.versionsInFlight);
     this.held.add(version);
     for (const v of this.held) if (v <= version - this.versionsInFlight) this.held.delete(v);

@@ -3,12 +3,16 @@
  *
  *   search   svc.search (queue `search`): the run's hnswlib index (default: the world's) behind src/index's service
  *   policy   svc.generate (queue `policy`): a policy in a worker thread, version on demand
- *   trainer  svc.train (queue `trainer`): the training step in the policy's worker thread
+ *   trainer  svc.train (queue `trainer`): the training step in a policy worker thread
  *   rollout  the run's rollout work queue (dispatch.ts): rollout machines calling the above
  *
  * `akbe worker --role R` starts one (or `all`); `akbe train` starts all of them in its own process
- * unless told not to, so one process stays the embedded default. In one process the policy and
- * the trainer share one PolicyHandle: a training step moves the serving policy in place.
+ * unless told not to, so one process stays the embedded default. In one process of a synchronous
+ * run the policy and the trainer share one PolicyHandle: a training step moves the serving policy
+ * in place. An asynchronous run (maxStaleness >= 1) gives the trainer a worker thread of its own
+ * (a second copy of the weights): an update then never stalls the decode steps of the steps still
+ * rolling out, and the policy takes each new version from its local checkpoint (new parameters
+ * into the running sessions, no rebuild).
  *
  * Everything a role needs to know about a run is in the run's `run.started` event (RunSpec).
  */
@@ -116,7 +120,7 @@ export async function startPolicyHandle(
   checkpoints: CheckpointStore,
   spec: RunSpec,
   version: number,
-  opts: PolicyRoleOptions = {},
+  opts: PolicyRoleOptions & { decodes?: boolean } = {},
 ): Promise<PolicyHandle> {
   const dir = await checkpoints.local(version);
   const { context, vocabSize } = await checkpointLimits(dir);
@@ -140,6 +144,7 @@ export async function startPolicyHandle(
     context,
     vocabSize,
     spec.train.maxStaleness + 1,
+    opts.decodes ?? true,
   );
   await handle.hold();
   return handle;
@@ -253,9 +258,16 @@ export async function startRoles(
         stops.push(() => s.stop());
       }
       if (roles.includes('trainer')) {
-        const decoupled =
-          spec.train.maxStaleness > 0 ? { behaviourWeightCap: spec.train.behaviourWeightCap } : undefined;
-        const s = new TrainerService(nc, runId, await embedded(), checkpoints, decoupled);
+        const asynchronous = spec.train.maxStaleness > 0;
+        const decoupled = asynchronous ? { behaviourWeightCap: spec.train.behaviourWeightCap } : undefined;
+        // Asynchronous with the embedded policy here: the trainer's own thread (see the top).
+        let trainerPolicy: PolicyHandle;
+        if (asynchronous && handle) {
+          const h = await startPolicyHandle(checkpoints, spec, version, { ...opts, decodes: false });
+          stops.push(() => h.host.close());
+          trainerPolicy = h;
+        } else trainerPolicy = await embedded();
+        const s = new TrainerService(nc, runId, trainerPolicy, checkpoints, decoupled);
         stops.push(() => s.stop());
       }
     }
