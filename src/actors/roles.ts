@@ -152,6 +152,8 @@ export async function startPolicyHandle(
 
 export interface StartedRoles extends AsyncDisposable {
   policy?: PolicyHandle;
+  /** The trainer's policy: `policy` itself, or its own thread in an asynchronous run (see the top). */
+  trainer?: PolicyHandle;
   rollout?: RolloutWorker;
   stop(): Promise<void>;
 }
@@ -267,6 +269,7 @@ export async function startRoles(
           stops.push(() => h.host.close());
           trainerPolicy = h;
         } else trainerPolicy = await embedded();
+        started.trainer = trainerPolicy;
         const s = new TrainerService(nc, runId, trainerPolicy, checkpoints, decoupled);
         stops.push(() => s.stop());
       }

@@ -1,0 +1,128 @@
+/**
+ * Where the embedded trainer trains (issue 13 item 3: the policy keeps decoding while a new version
+ * is made). A synchronous run's policy and trainer share one worker thread: a step moves the
+ * serving policy in place. An asynchronous run's trainer has a thread of its own, which never
+ * decodes; the policy then takes the new version from its checkpoint. Checked through svc.train
+ * and svc.generate: after one update, version 1 decodes token for token as a fresh policy loaded
+ * from the v1 checkpoint does, and version 0 (still in flight at η = 1) as the base does.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstream } from '@nats-io/jetstream';
+import t from 'tap';
+import { CheckpointStore } from '../src/actors/checkpoints.js';
+import { requestGenerate } from '../src/actors/policy-service.js';
+import { startRoles } from '../src/actors/roles.js';
+import { requestTrain } from '../src/actors/trainer-service.js';
+import { EventStore } from '../src/events/store.js';
+import { PolicyHost } from '../src/gpu/policy-host.js';
+import { lossTermsFor } from '../src/rl/algorithms/index.js';
+import type { TrainBatch } from '../src/rl/batch.js';
+import { withNats } from './helpers/nats.js';
+import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
+
+const fx = await tinyRunFixture();
+const nats = await withNats(t);
+const store = await EventStore.open(nats.nc);
+const home = mkdtempSync(join(tmpdir(), 'akbe-trainer-thread-'));
+t.teardown(() => rmSync(home, { recursive: true, force: true }));
+
+/** One GRPO row of 6 tokens with a non-zero advantage, so the update moves the weights. */
+function oneRow(): TrainBatch {
+  const info = { questionId: 'q0', rolloutId: 'q0.wt0', path: 'with-tool', context: 'with-tool' } as const;
+  return {
+    rows: 1,
+    T: 6,
+    inputIds: Int32Array.from([5, 6, 7, 8, 9, 10]),
+    lossMask: Float32Array.from([0, 1, 1, 1, 1]),
+    oldLogprobs: Float32Array.from([0, -3, -3, -3, -3]),
+    advantages: Float32Array.from([1]),
+    pgWeight: Float32Array.from([1]),
+    akbeWeight: Float32Array.from([0]),
+    recomputeOld: Uint8Array.from([0]),
+    rowInfo: [{ ...info, promptLength: 1, length: 6 }],
+    miniBatches: [[0]],
+    lossTokens: 4,
+  };
+}
+
+const GEN = { prompt: [5, 6, 7], maxNewTokens: 12, seed: 7, temperature: 1, topP: 1, stopTokens: [] };
+
+async function roles(runId: string, maxStaleness: number) {
+  const spec = tinySpec(fx, { maxStaleness });
+  const checkpoints = await CheckpointStore.open(nats.nc, runId, join(home, runId));
+  await checkpoints.importBase(fx.policyDir);
+  const started = await startRoles(
+    nats.nc,
+    jetstream(nats.nc),
+    store,
+    checkpoints,
+    runId,
+    spec,
+    ['policy', 'trainer'],
+    {
+      threads: 1,
+    },
+  );
+  t.teardown(() => started.stop());
+  return { started, checkpoints };
+}
+
+const train = (runId: string) =>
+  requestTrain(
+    nats.nc,
+    runId,
+    {
+      step: 0,
+      policyVersion: 0,
+      batch: oneRow(),
+      losses: lossTermsFor({ algo: 'grpo', clipEps: 0.2, akbeLossForm: 'nll', lambda: 0 }),
+      lr: 0.05,
+      epochs: 1,
+      rowsPerUpdate: 1,
+      padId: 0,
+    },
+    120_000,
+  );
+
+/** What a policy freshly loaded from `dir` decodes for GEN. */
+async function freshTokens(dir: string): Promise<number[]> {
+  const host = await PolicyHost.start({ checkpoint: dir, intraOpThreads: 1 });
+  try {
+    return (await host.generate(GEN)).tokens;
+  } finally {
+    await host.close();
+  }
+}
+
+t.test('synchronous: the policy and the trainer are one thread', async (t) => {
+  const { started } = await roles('tt-sync', 0);
+  t.ok(started.policy, 'the policy role started');
+  t.equal(started.trainer, started.policy, 'the trainer trains the serving policy in place');
+});
+
+t.test('asynchronous: the trainer has its own thread; versions reach the policy intact', async (t) => {
+  const runId = 'tt-async';
+  const { started, checkpoints } = await roles(runId, 1);
+  t.ok(started.policy && started.trainer);
+  t.not(started.trainer!.host, started.policy!.host, 'a second worker thread trains');
+  t.equal(started.trainer!.decodes, false, 'the trainer thread holds no versions for decoding');
+  const base = await freshTokens(fx.policyDir);
+  t.same((await requestGenerate(nats.nc, runId, { policyVersion: 0, ...GEN })).tokens, base, 'v0 before');
+  const reply = await train(runId);
+  t.equal(reply.version, 1);
+  t.equal(started.policy!.version, 0, 'training did not touch the decoding thread');
+  const v1 = await freshTokens(await checkpoints.local(1));
+  t.not(
+    v1.join(' '),
+    base.join(' '),
+    'the update changed what the policy samples (else this proves nothing)',
+  );
+  const got1 = await requestGenerate(nats.nc, runId, { policyVersion: 1, ...GEN });
+  t.equal(got1.version, 1);
+  t.same(got1.tokens, v1, 'version 1 decodes as its checkpoint does');
+  t.equal(started.policy!.version, 1, 'the policy moved to version 1 on demand');
+  const got0 = await requestGenerate(nats.nc, runId, { policyVersion: 0, ...GEN });
+  t.same(got0.tokens, base, 'version 0, still in flight at η = 1, decodes as the base');
+});
