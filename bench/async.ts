@@ -88,6 +88,8 @@ interface Measured {
   rolloutIdleS: number;
   /** Lines of the rollout workers saying a rollout failed (each retried by redelivery). */
   workerFailures: string[];
+  /** Search calls per rollout: a policy that learns to search less also rolls out faster. */
+  callsPerRollout: number;
   trainEm: number;
   trainTc: number;
   evalEm: number;
@@ -223,6 +225,7 @@ async function runOnce(eta: number, seed: number, world: string, steps: number):
       stepS: wallS / steps,
       trainerIdleS: wallS - trainS,
       rolloutIdleS: idleOutside(intervals, t0, t1) / 1000,
+      callsPerRollout: events.filter((e) => e.type === 'tool.called').length / rollouts,
       workerFailures: outputs.flatMap((o) => o.split('\n').filter((l) => /failed|refus/i.test(l))),
       trainEm: last.em,
       trainTc: last.tc,
@@ -254,7 +257,7 @@ for (let seed = 0; seed < seeds; seed++)
     all.push(m);
     const base = all.find((x) => x.seed === seed && x.eta === etas[0])!;
     console.log(
-      `eta ${eta} seed ${seed}: ${m.rollouts} rollouts in ${m.wallS.toFixed(1)} s = ${m.rolloutsPerS.toFixed(2)}/s (x${(m.rolloutsPerS / base.rolloutsPerS).toFixed(2)} vs eta ${etas[0]}), step ${m.stepS.toFixed(1)} s, trainer idle ${m.trainerIdleS.toFixed(1)} s, rollouts idle ${m.rolloutIdleS.toFixed(1)} s, last-step train EM ${m.trainEm.toFixed(3)} TC ${m.trainTc.toFixed(2)}, dev EM ${m.evalEm.toFixed(3)} TC ${m.evalTc.toFixed(2)}, worker failures ${m.workerFailures.length}${m.workerFailures.length ? `: ${m.workerFailures[0]}` : ''}`,
+      `eta ${eta} seed ${seed}: ${m.rollouts} rollouts in ${m.wallS.toFixed(1)} s = ${m.rolloutsPerS.toFixed(2)}/s (x${(m.rolloutsPerS / base.rolloutsPerS).toFixed(2)} vs eta ${etas[0]}), step ${m.stepS.toFixed(1)} s, trainer idle ${m.trainerIdleS.toFixed(1)} s, rollouts idle ${m.rolloutIdleS.toFixed(1)} s, ${m.callsPerRollout.toFixed(2)} calls/rollout, last-step train EM ${m.trainEm.toFixed(3)} TC ${m.trainTc.toFixed(2)}, dev EM ${m.evalEm.toFixed(3)} TC ${m.evalTc.toFixed(2)}, worker failures ${m.workerFailures.length}${m.workerFailures.length ? `: ${m.workerFailures[0]}` : ''}`,
     );
   }
 console.log('medians over seeds:');
@@ -268,7 +271,7 @@ for (const eta of etas) {
     return `${Math.min(...xs).toFixed(3)}-${Math.max(...xs).toFixed(3)}`;
   };
   console.log(
-    `eta ${eta}: ${of('rolloutsPerS').toFixed(2)} rollouts/s (x${median(ratios).toFixed(2)} vs eta ${etas[0]}), step ${of('stepS').toFixed(1)} s, trainer idle ${of('trainerIdleS').toFixed(1)} s, rollouts idle ${of('rolloutIdleS').toFixed(1)} s, dev EM ${of('evalEm').toFixed(3)} (${spread('evalEm')}) TC ${of('evalTc').toFixed(2)} (${spread('evalTc')})`,
+    `eta ${eta}: ${of('rolloutsPerS').toFixed(2)} rollouts/s (x${median(ratios).toFixed(2)} vs eta ${etas[0]}), step ${of('stepS').toFixed(1)} s, trainer idle ${of('trainerIdleS').toFixed(1)} s, rollouts idle ${of('rolloutIdleS').toFixed(1)} s, ${of('callsPerRollout').toFixed(2)} calls/rollout, dev EM ${of('evalEm').toFixed(3)} (${spread('evalEm')}) TC ${of('evalTc').toFixed(2)} (${spread('evalTc')})`,
   );
 }
 process.exit(0);
