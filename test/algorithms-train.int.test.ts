@@ -10,7 +10,7 @@ import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { replayRun } from '../src/actors/inspect-replay.js';
 import { offlineTargets } from '../src/actors/offline-targets.js';
 import { runTraining } from '../src/actors/orchestrator.js';
@@ -18,7 +18,8 @@ import { auditRunLog } from '../src/audit/audit.js';
 import { foldRunLog } from '../src/audit/run-log.js';
 import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
-import { readQuestions } from '../src/world/files.js';
+import { worldEnvironment } from '../src/text/environment.js';
+import { readQuestions, readWorldTokenizer } from '../src/world/files.js';
 import { withNats } from './helpers/nats.js';
 import { baseRunFixture, tinySpec } from './helpers/tiny-run.js';
 
@@ -59,7 +60,39 @@ for (const algo of ['otc-po', 'beta-grpo']) {
       rows.some((x) => x.akbe),
       'a reward-shaping baseline trains no AKBE target',
     );
+    if (algo === 'beta-grpo') await spansRederive(t, events);
   });
+}
+
+/**
+ * beta-GRPO gates on each call's token span. The audit cannot check a span against its tokens (it
+ * has no tokenizer); the re-play with the run's turn decoding derives every span again as the live
+ * generate actor does, so a span moved within its own turn onto other tokens diverges.
+ */
+async function spansRederive(t: Test, events: AkbeEvent[]) {
+  const env = worldEnvironment(await readWorldTokenizer(fx.worldDir));
+  const turnText = env.turnText;
+  const clean = await replayRun(foldRunLog(structuredClone(events)), { turnText });
+  t.same(clean.divergences, [], 'every recorded span re-derives from its tokens');
+  const forged = structuredClone(events);
+  const victim = forged.find(
+    (e): e is EventOf<'rollout.completed'> =>
+      e.type === 'rollout.completed' && e.data.toolCallSpans.some(([s, e]) => e - s >= 1 && s >= 1),
+  );
+  if (!victim) return t.fail('no rollout with a call span to forge');
+  const spans = victim.data.toolCallSpans;
+  const i = spans.findIndex(([s, e]) => e - s >= 1 && s >= 1);
+  // One token earlier: still inside the turn (the opening tag), still one span per turn.
+  spans[i] = [spans[i][0] - 1, spans[i][1] - 1];
+  const r = auditRunLog(foldRunLog(structuredClone(forged)));
+  t.same([r.errors, r.mismatches], [[], []], 'the moved span passes validation and the audit (what the re-play closes)');
+  const caught = await replayRun(foldRunLog(forged), { turnText });
+  t.match(caught.divergences, [
+    { what: new RegExp(`rollout ${victim.meta.rolloutId}'s tool-call spans re-derive to`) },
+  ]);
+  t.equal(caught.divergences.length, 1, 'only the forged rollout diverges');
+  const recordedOnly = await replayRun(foldRunLog(structuredClone(forged)));
+  t.same(recordedOnly.divergences, [], 'without the tokenizer the re-play reads spans as recorded');
 }
 
 t.test('dpo-akbe: 2 tiny steps train against the frozen v0 and audit clean', async (t) => {

@@ -138,9 +138,15 @@ t.test('a tampered record of the staleness is found', async (t) => {
 });
 
 t.test('akbe replay: clean, and --question shows the version each label describes', async (t) => {
-  const r = await runCli('replay', '--run', 'async', '--nats', nats.server.url);
+  const r = await runCli('replay', '--run', 'async', '--rerun', '--nats', nats.server.url);
   t.equal(r.code, 0, r.out + r.err);
   t.match(r.out, /replay of run async: clean/);
+  t.match(
+    r.err,
+    /re-ran 3 steps \(\d+ facts\), identical to the log/,
+    'akbe replay --rerun re-ran the machines',
+  );
+  t.notMatch(r.err, /tokenizer is unreadable/, 'spans re-derived with the run tokenizer');
   const label = ofType('boundary.labeled').find((e) => e.meta.step === 2)!;
   const q = await runCli(
     'replay',

@@ -211,6 +211,7 @@ const PLAN: Step[] = [
   },
   { shown: 'akbe replay --run r42', expect: /clean/ },
   { shown: 'akbe replay --run r42 --json', expect: /"mismatches":\[\]/ },
+  { shown: 'akbe replay --run r42 --rerun', expect: /identical to the log/ },
   {
     shown: 'akbe replay --run r42 --question q17',
     argv: ['replay', '--run', 'r42', '--question', '<a question of r42>'],

@@ -14,6 +14,7 @@ import { recordedOfflineTargets } from '../audit/offline-targets.js';
 import { type AuditSettings, configOf, recomputeOutcome, settingsOf } from '../audit/recompute.js';
 import type { RolloutLog, RunLog } from '../audit/run-log.js';
 import { seqOf } from '../audit/run-log.js';
+import { wholeTurnSpans } from '../events/upcast.js';
 import type { AkbeFact } from '../machines/facts.js';
 import { learnerMachine, type TrainRequest, type TrainResult } from '../machines/learner.js';
 import { type QuestionSpec, questionMachine } from '../machines/question.js';
@@ -26,6 +27,7 @@ import {
 } from '../machines/rollout.js';
 import { type RunInput, runMachine, sampleStepQuestions } from '../machines/run.js';
 import { parseTurn } from '../rl/format.js';
+import { toolCallTokenSpan } from '../text/token-span.js';
 
 /** The log lacks what a re-play needs (names the missing field and who records it). */
 export class ReplayUnavailableError extends Error {
@@ -153,7 +155,7 @@ export function runInputFromLog(log: RunLog): RunInput {
  * to cut short; like every injected actor they take xstate's signal, and a stopped replay answers
  * nothing more.
  */
-export function recordedMachines(log: RunLog) {
+export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnText'> = {}) {
   const rollouts = rolloutsById(log);
   const toolTags = settingsOf(log.started).toolTags;
   const find = (rolloutId: string) => {
@@ -182,6 +184,17 @@ export function recordedMachines(log: RunLog) {
     const callSpan: [number, number] = recorded
       ? [recorded[0] - offset, recorded[1] - offset]
       : [0, tokens.length];
+    const turnText = opts.turnText;
+    if (turnText && !legacySpans(done.data)) {
+      // With the run's tokenizer the span is derived from the turn's tokens as the live generate
+      // actor derives it (rollout-actors.ts turnResult), so a forged one diverges.
+      const derived = toolCallTokenSpan(
+        tokens.length,
+        (k) => turnText(tokens.slice(0, k), input.turn),
+        toolTags,
+      );
+      return { tokens, logprobs, text, finish, ...(derived ? { callSpan: derived } : {}) };
+    }
     return { tokens, logprobs, text, finish, ...(tokens.length > 0 ? { callSpan } : {}) };
   });
   const callTool = fromPromise<ToolResult, ToolRequest>(async ({ input, signal }) => {
@@ -227,6 +240,21 @@ export function recordedMachines(log: RunLog) {
   });
 }
 
+/**
+ * Spans shaped as a v2 log's upcast derives them (src/events/upcast.ts: the whole generated run
+ * before each observation): read as recorded, not re-derived. A writer gains nothing by faking
+ * this shape: a whole turn holds its query, so beta-GRPO's minimum over it is no higher, and the
+ * one call it leaves out, a call refused by the limit, ends a rollout whose reward is 0.
+ */
+function legacySpans(d: { toolCallSpans: Array<[number, number]>; lossMask: ArrayLike<number> }): boolean {
+  return sameSpans(d.toolCallSpans, wholeTurnSpans(d.lossMask));
+}
+
+const sameSpans = (
+  a: ReadonlyArray<readonly [number, number]>,
+  b: ReadonlyArray<readonly [number, number]>,
+) => a.length === b.length && a.every(([s, e], i) => s === b[i][0] && e === b[i][1]);
+
 /** Compares what the re-run machines reported with what was recorded. */
 function compareFact(
   log: RunLog,
@@ -234,6 +262,8 @@ function compareFact(
   limits: Pick<AuditSettings, 'maxToolCalls' | 'toolTags'>,
   f: AkbeFact,
   out: Divergence[],
+  /** The re-run derived the tool-call spans from the tokens (ReplayOptions.turnText). */
+  spansDerived: boolean,
 ): void {
   const differ = (seq: number, what: string) => out.push({ seq, what });
   if (f.type === 'step.started') {
@@ -268,6 +298,11 @@ function compareFact(
         seqOf(e),
         `rollout ${r.rolloutId} re-ran to ${r.stopReason}/${r.toolCalls} calls/answer ${JSON.stringify(r.answer)}/reward ${r.reward}, recorded ${d.stopReason}/${d.toolCalls}/${JSON.stringify(d.answer)}/${d.reward}`,
       );
+    else if (spansDerived && !legacySpans(d) && !sameSpans(r.toolCallSpans, d.toolCallSpans))
+      differ(
+        seqOf(e),
+        `rollout ${r.rolloutId}'s tool-call spans re-derive to ${JSON.stringify(r.toolCallSpans)}, recorded ${JSON.stringify(d.toolCallSpans)}`,
+      );
   } else if (f.type === 'boundary.labeled') {
     const e = log.steps.get(f.step)?.questions.get(f.label.questionId)?.label;
     const target = f.label.target?.rolloutId ?? null;
@@ -279,19 +314,26 @@ function compareFact(
   }
 }
 
+export interface ReplayOptions {
+  inspect?: (event: InspectionEvent) => void;
+  /**
+   * The run's turn decoding (its TextEnvironment's turnText): each tool call's token span is then
+   * re-derived from the turn's tokens instead of read from the log, and a recorded span that
+   * differs (one moved onto confident tokens to dodge beta-GRPO's gate) is a divergence.
+   */
+  turnText?: (ids: readonly number[], turn: number) => string;
+}
+
 /** Re-runs the run's machines from the log, with `inspect` attached when given. */
-export async function replayRun(
-  log: RunLog,
-  opts: { inspect?: (event: InspectionEvent) => void } = {},
-): Promise<ReplayResult> {
+export async function replayRun(log: RunLog, opts: ReplayOptions = {}): Promise<ReplayResult> {
   const input = runInputFromLog(log);
-  const actor = createActor(recordedMachines(log), { input, inspect: opts.inspect });
+  const actor = createActor(recordedMachines(log, opts), { input, inspect: opts.inspect });
   const divergences: Divergence[] = [];
   const rollouts = rolloutsById(log);
   let facts = 0;
   actor.on('*', (f) => {
     facts++;
-    compareFact(log, rollouts, input.limits, f as AkbeFact, divergences);
+    compareFact(log, rollouts, input.limits, f as AkbeFact, divergences, opts.turnText !== undefined);
   });
   actor.start();
   try {

@@ -111,6 +111,33 @@ async function decodeMissingTexts(ctx: CommandContext, log: RunLog): Promise<voi
   );
 }
 
+/**
+ * The run's turn decoding (its text environment, from the base policy and world it names), so a
+ * re-play derives each tool call's token span from the tokens; undefined, with a line saying so,
+ * when they are not readable on this machine (spans are then taken as recorded).
+ */
+async function runTurnText(
+  ctx: CommandContext,
+  log: RunLog,
+): Promise<((ids: readonly number[], turn: number) => string) | undefined> {
+  const { configOf } = await import('../../audit/recompute.js');
+  const cfg = configOf(log.started);
+  const { loadEnvironment } = await import('../../text/environment.js');
+  const { readWorldTokenizer } = await import('../../world/files.js');
+  try {
+    if (typeof cfg.basePolicy !== 'string' || typeof cfg.worldDir !== 'string')
+      throw new Error('run.started names no basePolicy and worldDir');
+    const worldDir = cfg.worldDir;
+    const env = await loadEnvironment(cfg.basePolicy, () => readWorldTokenizer(worldDir));
+    return env.turnText;
+  } catch (err) {
+    ctx.err.write(
+      `akbe replay: the run's tokenizer is unreadable (${(err as Error).message}); tool-call spans taken as recorded, not re-derived\n`,
+    );
+    return undefined;
+  }
+}
+
 /** How long the relay stays up after the re-play: --inspect-hold, else until Ctrl-C (0 when CI). */
 function holdSeconds(ctx: CommandContext): number | 'interrupt' {
   const s = intFlag(ctx, 'inspect-hold', { min: 0 });
@@ -154,6 +181,11 @@ const replay: CommandSpec = {
     inspect: {
       type: 'boolean',
       description: "re-play the run's machines to the Stately inspector (docs/inspector.md)",
+    },
+    rerun: {
+      type: 'boolean',
+      description:
+        "re-run the run's machines from the log and compare every fact (what --inspect does, without the inspector); exit 1 on a divergence",
     },
     'inspect-port': {
       type: 'string',
@@ -221,14 +253,25 @@ const replay: CommandSpec = {
       failed = !auditPassed(report);
     }
 
+    if (ctx.flags.rerun === true && !inspect) {
+      const { replayRun } = await import('../../actors/inspect-replay.js');
+      const r = await replayRun(log, { turnText: await runTurnText(ctx, log) });
+      for (const d of r.divergences) ctx.out.write(`DIVERGENCE seq ${d.seq}: ${d.what}\n`);
+      ctx.err.write(
+        `akbe replay: re-ran ${r.steps} steps (${r.facts} facts)${r.divergences.length ? `, ${r.divergences.length} divergences` : ', identical to the log'}\n`,
+      );
+      failed ||= r.divergences.length > 0;
+    }
+
     if (inspect) {
       const { startInspector } = await import('../../actors/inspect.js');
       const { replayRun } = await import('../../actors/inspect-replay.js');
+      const turnText = await runTurnText(ctx, log);
       await using insp = await startInspector({ port, open: !process.env.CI });
       ctx.err.write(
         `inspector: open ${insp.url} (the Stately inspector, fed by the relay at ${insp.wsUrl}; docs/inspector.md)\n`,
       );
-      const r = await replayRun(log, { inspect: insp.inspect });
+      const r = await replayRun(log, { inspect: insp.inspect, turnText });
       for (const d of r.divergences) ctx.out.write(`DIVERGENCE seq ${d.seq}: ${d.what}\n`);
       ctx.err.write(
         `inspector: re-played ${r.steps} steps (${r.facts} facts, ${insp.sent} inspection events)${r.divergences.length ? `, ${r.divergences.length} divergences` : ', identical to the log'}\n`,
