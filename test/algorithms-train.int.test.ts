@@ -85,7 +85,11 @@ async function spansRederive(t: Test, events: AkbeEvent[]) {
   // One token earlier: still inside the turn (the opening tag), still one span per turn.
   spans[i] = [spans[i][0] - 1, spans[i][1] - 1];
   const r = auditRunLog(foldRunLog(structuredClone(forged)));
-  t.same([r.errors, r.mismatches], [[], []], 'the moved span passes validation and the audit (what the re-play closes)');
+  t.same(
+    [r.errors, r.mismatches],
+    [[], []],
+    'the moved span passes validation and the audit (what the re-play closes)',
+  );
   const caught = await replayRun(foldRunLog(forged), { turnText });
   t.match(caught.divergences, [
     { what: new RegExp(`rollout ${victim.meta.rolloutId}'s tool-call spans re-derive to`) },
