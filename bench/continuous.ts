@@ -11,7 +11,10 @@
  * runs do the same work; what differs is how long rollouts wait for each other. Printed: the mean
  * time a rollout takes to complete (what continuous batching shortens: nobody waits for the
  * batch's longest row), the time until all are done (bound by the longest rollout either way)
- * and the CPU time, each static / continuous.
+ * and the CPU time, each static / continuous. A third run, the continuous batcher on a
+ * batch-invariant backend (config batchInvariantDecode: a fixed cache length, prompts prefilled
+ * alone, no one-row steps), prints what bit-reproducible decoding costs against the default
+ * (its trajectories may differ from the others' at a draw near a boundary, so they are not compared).
  *
  *   npm run build && node dist/bench/continuous.js [--rollouts 64] [--turns 3] [--new 16]
  *     [--tool-ms 50] [--repeats 3] [--checkpoint assets/base] [--threads 1]
@@ -52,6 +55,15 @@ const backend = await OrtDecodeBackend.create(ckpt.config, ckpt.params, {
   device: 'cpu',
   intraOpThreads: Number(flags.threads),
 });
+const invariantBackend = await OrtDecodeBackend.create(
+  ckpt.config,
+  ckpt.params,
+  {
+    device: 'cpu',
+    intraOpThreads: Number(flags.threads),
+  },
+  { batchInvariant: true },
+);
 const world = generateWorld({ ...DEFAULT_WORLD, seed: 0 });
 const tok = world.tokenizer;
 const questions = world.questions.filter((q) => q.split === 'train');
@@ -111,8 +123,8 @@ const staticRun = () => {
     () => b.close(),
   );
 };
-const continuousRun = () => {
-  const b = new ContinuousBatcher(async () => backend, { maxBatch: 64, maxBatchTokens: 8192, windowMs: 3 });
+const continuousRun = (on = backend) => {
+  const b = new ContinuousBatcher(async () => on, { maxBatch: 64, maxBatchTokens: 8192, windowMs: 3 });
   return run(
     (r) => b.generate(r),
     () => b.close(),
@@ -124,6 +136,7 @@ await continuousRun(); // warm-up
 const walls: Record<'static' | 'continuous', number[]> = { static: [], continuous: [] };
 const means: Record<'static' | 'continuous', number[]> = { static: [], continuous: [] };
 const cpus: Record<'static' | 'continuous', number[]> = { static: [], continuous: [] };
+const invariant = { wall: [] as number[], cpu: [] as number[] };
 let same = true;
 let searches = 0;
 let tokens = 0;
@@ -137,6 +150,9 @@ for (let r = 0; r < repeats; r++) {
   means.continuous.push(b.meanDone);
   cpus.static.push(a.cpu);
   cpus.continuous.push(b.cpu);
+  const c = await continuousRun(invariantBackend);
+  invariant.wall.push(c.wall);
+  invariant.cpu.push(c.cpu);
   searches = b.trajectories.reduce((s, t) => s + t.filter((id) => id === searchEnd).length, 0);
   tokens = b.trajectories.reduce((s, t) => s + t.length, 0);
 }
@@ -155,6 +171,12 @@ console.log(
   `all done (wall): static ${f(median(walls.static))} ms, continuous ${f(median(walls.continuous))} ms, static/continuous ${ratio.toFixed(2)}x; ` +
     `CPU: static ${f(median(cpus.static))} ms, continuous ${f(median(cpus.continuous))} ms`,
 );
+console.log(
+  `batch-invariant (continuous): wall ${f(median(invariant.wall))} ms, CPU ${f(median(invariant.cpu))} ms; ` +
+    `its cost against the default: wall ${median(invariant.wall.map((w, i) => w / walls.continuous[i])).toFixed(2)}x, ` +
+    `CPU ${median(invariant.cpu.map((c, i) => c / cpus.continuous[i])).toFixed(2)}x`,
+);
 console.log(`medians of ${repeats}; load average ${load0.toFixed(1)} -> ${loadavg()[0].toFixed(1)}`);
 await backend.release();
+await invariantBackend.release();
 if (!same) process.exit(1);

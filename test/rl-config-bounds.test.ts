@@ -70,6 +70,12 @@ t.test('numeric and integer rules: the boundary value passes, the next one is re
     'ConfigError maxStaleness: config.maxStaleness must be an integer >= 0, got 0.5',
   );
   t.match(refusal({ algo: 7 }), /^ConfigError algo: config\.algo must be one of .*'grpo'.*, got 7$/);
+  t.equal(accepts({}).batchInvariantDecode, false, 'batch-invariant decoding is opt-in (it costs speed)');
+  t.equal(accepts({ batchInvariantDecode: true }).batchInvariantDecode, true);
+  t.equal(
+    refusal({ batchInvariantDecode: 'yes' }),
+    'ConfigError batchInvariantDecode: config.batchInvariantDecode must be true or false, got "yes"',
+  );
 });
 
 t.test('non-finite numbers are printed by name; a non-object config is refused as a whole', async (t) => {

@@ -129,6 +129,7 @@ export async function startPolicyHandle(
     device: opts.device ?? 'cpu',
     intraOpThreads: opts.threads,
     vocabPieces: opts.vocabPieces,
+    batchInvariant: spec.train.batchInvariantDecode,
     // A DPO algorithm's graph has the pair inputs and the reference's sequence logprobs;
     // asynchronous runs train stale rows with the decoupled objective (its graph takes pi_prox).
     trainer: {

@@ -134,6 +134,8 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     /** The cached step graph's session; undefined = steps use the prefill (concat) graph. */
     private readonly step?: CreatedSession,
     private readonly stepBytes?: Uint8Array,
+    /** Batches decode each row to the same bits whatever it is batched with (CachedRows). */
+    readonly batchInvariant = false,
   ) {
     super(ort, cfg, created, params, bytes, weights);
     const arch = architecture(cfg);
@@ -148,8 +150,12 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     cfg: PolicyConfig,
     params: Params,
     session: SessionConfig,
-    opts: { concatCache?: boolean; weights?: WeightsDtype } = {},
+    opts: { concatCache?: boolean; weights?: WeightsDtype; batchInvariant?: boolean } = {},
   ): Promise<OrtDecodeBackend> {
+    if (opts.concatCache && opts.batchInvariant)
+      throw new Error(
+        'batch-invariant decoding needs the cached step graph (concatCache grows rows to a common length)',
+      );
     const ort = await loadOrt();
     const weights = opts.weights ?? 'float32';
     const bytes = buildDecodeGraph(cfg, { weights }).serialize();
@@ -159,7 +165,17 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
     const step = stepBytes
       ? await createSession(stepBytes, { ...session, device: prefill.device, log: undefined })
       : undefined;
-    return new OrtDecodeBackend(ort, cfg, prefill, params, bytes, weights, step, stepBytes);
+    return new OrtDecodeBackend(
+      ort,
+      cfg,
+      prefill,
+      params,
+      bytes,
+      weights,
+      step,
+      stepBytes,
+      opts.batchInvariant,
+    );
   }
 
   override get createMs(): number {

@@ -27,6 +27,8 @@ export interface PolicyWorkerInit {
   trainer?: Omit<TrainerOptions, 'batch' | 'seq' | 'session'>;
   /** How the decode and scoring graphs take the weights (model-inputs.ts; default float32). */
   weights?: WeightsDtype;
+  /** Decode each request to the same bits whatever it is batched with (PolicyRuntimeOptions). */
+  batchInvariant?: boolean;
 }
 
 export type PolicyMethod =

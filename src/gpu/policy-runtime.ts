@@ -41,6 +41,11 @@ export interface PolicyRuntimeOptions {
   trainer?: Omit<TrainerOptions, 'batch' | 'seq' | 'session'>;
   /** How the decode and scoring graphs take the weights (model-inputs.ts; training is float32). */
   weights?: WeightsDtype;
+  /**
+   * Decode every request to the same bits whatever it is batched with (row-batches.ts CachedRows:
+   * a fixed cache length, prompts prefilled alone, never a one-row step), at some cost in speed.
+   */
+  batchInvariant?: boolean;
 }
 
 export interface PolicyInfo {
@@ -121,7 +126,7 @@ export class PolicyRuntime {
   }
 
   private decoder(): Promise<OrtDecodeBackend> {
-    const weights = { weights: this.opts.weights };
+    const weights = { weights: this.opts.weights, batchInvariant: this.opts.batchInvariant };
     this.decodeBackend ??= OrtDecodeBackend.create(
       this.config,
       this.params,

@@ -25,6 +25,7 @@ async function start(): Promise<{ runtime: PolicyRuntime; log: string[] }> {
     windowMs: init.windowMs,
     trainer: init.trainer,
     weights: init.weights,
+    batchInvariant: init.batchInvariant,
     log: (line: string) => log.push(line),
   };
   const runtime = init.checkpoint

@@ -139,6 +139,14 @@ export class ConcatRows implements RowBatch {
  * Rows in caches that live here, [rows, H, C, hd] per layer, written in place: row b's tokens in
  * slots 0 .. lens[b] - 1, the mask [rows, C] marking them. Buffers grow (rows by doubling, C to
  * the largest `slots` asked for) and are handed to ORT as views of their first `size` rows.
+ *
+ * A row's logprobs then differ at float rounding with what it is batched with: with the cache
+ * length C (the attention's reductions run over all C slots), when a step has one row (ORT's CPU
+ * MatMul takes another kernel at M = 1) and with the prompts it is prefilled beside (left padding).
+ * With the backend's `batchInvariant` none of them varies: C is the context from the start, each
+ * prompt is prefilled alone, and a one-row step runs two rows (a copy, discarded). Measured on the
+ * committed base: bit-identical logprobs for a request alone, in batches of 2 to 17 rows at any
+ * index, beside other prompt lengths and joining a running batch (test/gpu-batch-invariant.test.ts).
  */
 export class CachedRows implements RowBatch {
   private cache: Float32Array[];
@@ -165,6 +173,10 @@ export class CachedRows implements RowBatch {
 
   /** Grows the buffers to hold `rows` rows of `capacity` slots, keeping what they hold. */
   private reserve(rows: number, capacity: number): void {
+    if (this.backend.batchInvariant) {
+      rows = Math.max(rows, 2); // a one-row step runs as two
+      capacity = this.backend.maxPositions;
+    }
     if (rows <= this.rowCapacity && capacity <= this.capacity) return;
     const { nHead: H, headDim: hd } = this.backend;
     // Rows double (up to 1024 at a time) and slots grow by half again (up to the context), so a
@@ -201,7 +213,8 @@ export class CachedRows implements RowBatch {
     this.reserve(first + prompts.length, Math.max(...slots, ...prompts.map((p) => p.length + 1)));
     const C = this.capacity;
     const logits = new Float32Array(prompts.length * V);
-    for (const group of lengthGroups(prompts)) {
+    const groups = this.backend.batchInvariant ? prompts.map((_, j) => [j]) : lengthGroups(prompts);
+    for (const group of groups) {
       const out = await this.backend.prefillPadded(
         group.map((j) => prompts[j]),
         this.params,
@@ -227,11 +240,27 @@ export class CachedRows implements RowBatch {
 
   async step(tokens: readonly number[]): Promise<Float32Array> {
     const { backend } = this;
-    const { nHead: H, headDim: hd } = backend;
-    const B = this.size;
     const C = this.capacity;
-    for (let b = 0; b < B; b++)
+    for (let b = 0; b < this.size; b++)
       if (this.lens[b] >= C) throw new Error(`decode cache overflow: row ${b} is full at capacity ${C}`);
+    // Batch-invariant: one row runs as two, row 1 a copy of row 0 whose outputs are dropped.
+    if (backend.batchInvariant && this.size === 1) {
+      this.mask.copyWithin(C, 0, C);
+      try {
+        return await this.run([tokens[0], tokens[0]], [this.lens[0], this.lens[0]]);
+      } finally {
+        this.mask.fill(0, C, 2 * C); // row 1's slots stay clean for a row that joins later
+      }
+    }
+    return this.run(tokens, this.lens);
+  }
+
+  /** One step over the first `tokens.length` rows; rows past `size` are run and dropped. */
+  private async run(tokens: readonly number[], positions: readonly number[]): Promise<Float32Array> {
+    const { backend } = this;
+    const { nHead: H, headDim: hd } = backend;
+    const C = this.capacity;
+    const B = tokens.length;
     const ort = backend.ortApi;
     const feeds: Record<string, Ort.Tensor> = {
       ...this.params,
@@ -242,7 +271,7 @@ export class CachedRows implements RowBatch {
       ),
       position_ids: new ort.Tensor(
         'int64',
-        BigInt64Array.from(this.lens, (len) => BigInt(len)),
+        BigInt64Array.from(positions, (len) => BigInt(len)),
         [B, 1],
       ),
       cache_mask: new ort.Tensor('bool', this.mask.subarray(0, B * C), [B, C]),
@@ -256,18 +285,20 @@ export class CachedRows implements RowBatch {
       );
     }
     const out = await this.session.session.run(feeds);
+    const rows = this.size; // B, or 1 for a one-row step run as two
     // New keys/values [B, H, 1, hd] go into each row's next slot.
     for (let i = 0; i < 2 * backend.nLayer; i++) {
       const fresh = out[`new_${i % 2 ? 'value' : 'key'}_${i >> 1}`].data as Float32Array;
-      for (let b = 0; b < B; b++) {
+      for (let b = 0; b < rows; b++) {
         for (let h = 0; h < H; h++) {
           const s = b * H + h;
           this.cache[i].set(fresh.subarray(s * hd, (s + 1) * hd), (s * C + this.lens[b]) * hd);
         }
       }
     }
-    for (let b = 0; b < B; b++) this.mask[b * C + this.lens[b]++] = 1;
-    return out.logits.data as Float32Array;
+    for (let b = 0; b < rows; b++) this.mask[b * C + this.lens[b]++] = 1;
+    const logits = out.logits.data as Float32Array;
+    return rows === B ? logits : logits.subarray(0, rows * backend.vocabSize);
   }
 
   keepRows(keep: readonly number[]): void {

@@ -69,6 +69,12 @@ export interface TrainConfig {
    */
   behaviourWeightCap: number;
   /**
+   * Decode every rollout to the same bits whatever the policy batches it with (src/gpu/row-batches.ts
+   * CachedRows): with it a seed repeats a run bit for bit; without it (the default, faster) the
+   * logprobs vary at float rounding with the batch, and a draw near a boundary can flip a token.
+   */
+  batchInvariantDecode: boolean;
+  /**
    * offline-akbe only (required there, refused elsewhere): the frozen checkpoint whose rollouts
    * build each question's target once (src/rl/offline.ts): a checkpoint directory, or
    * `run:<run id>` for the last published checkpoint of that finished run in the same akbe home.
@@ -100,6 +106,7 @@ export const DEFAULT_TRAIN_CONFIG: Readonly<TrainConfig> = Object.freeze({
   topP: 1.0, // paper 1.0
   maxStaleness: 0, // paper: synchronous (0)
   behaviourWeightCap: 5, // AReaL's example configs (behav_imp_weight_cap: 5); unused at maxStaleness 0
+  batchInvariantDecode: false, // faster; true repeats a seed's run bit for bit (docs/training.md)
 });
 
 type Check = (v: unknown) => string | null;
@@ -153,6 +160,7 @@ const CHECKS: Record<keyof TrainConfig, Check> = {
   topP: num((x) => x > 0 && x <= 1, 'a number in (0, 1]'),
   maxStaleness: int(0),
   behaviourWeightCap: num((x) => x > 1, 'a number > 1'),
+  batchInvariantDecode: (v) => (typeof v === 'boolean' ? null : 'true or false'),
   frozenPolicy: (v) =>
     v === undefined || (typeof v === 'string' && v !== '')
       ? null
