@@ -126,3 +126,21 @@ t.test('asynchronous: the trainer has its own thread; versions reach the policy 
   const got0 = await requestGenerate(nats.nc, runId, { policyVersion: 0, ...GEN });
   t.same(got0.tokens, base, 'version 0, still in flight at η = 1, decodes as the base');
 });
+
+t.test('an external engine is refused where akbe must decode itself', async (t) => {
+  const engine = { url: 'http://127.0.0.1:1/v1' }; // never reached: refused before connecting
+  for (const [over, why] of [
+    [{ maxStaleness: 1 }, /maxStaleness >= 1 needs the embedded policy/],
+    [{ batchInvariantDecode: true }, /batchInvariantDecode is a setting of akbe's own decoder/],
+  ] as const) {
+    const runId = `tt-engine-${Object.keys(over)[0]}`;
+    const checkpoints = await CheckpointStore.open(nats.nc, runId, join(home, runId));
+    await checkpoints.importBase(fx.policyDir);
+    await t.rejects(
+      startRoles(nats.nc, jetstream(nats.nc), store, checkpoints, runId, tinySpec(fx, over), ['policy'], {
+        engine,
+      }),
+      { message: why },
+    );
+  }
+});

@@ -183,6 +183,10 @@ async function servedPolicy(
     throw new Error(
       'an external engine serves one policy version at a time; maxStaleness >= 1 needs the embedded policy',
     );
+  if (spec.train.batchInvariantDecode)
+    throw new Error(
+      "batchInvariantDecode is a setting of akbe's own decoder; an external engine decides its own batching (run without --engine, or set it false)",
+    );
   return ExternalPolicy.connect({
     client: new CompletionsClient(o.engine.url, { apiKey: o.engine.apiKey, model: o.engine.model }),
     sync: o.engine.sync ?? 'disk',
