@@ -204,6 +204,14 @@ t.test(
     const err = await pending;
     t.match(err.message, /rollout stopped/);
     t.ok(Date.now() - t0 < 2_000, `ended ${Date.now() - t0} ms after it started, not at the 20 s wait`);
+    // A closed connection, too, ends a wait for a responder at once.
+    const caller = await nats.connectAs('orchestrator');
+    const t1 = Date.now();
+    const waiting = failure(call(caller, 'akbe.test.wire.never', {}, 20_000, { waitForResponderMs: 20_000 }));
+    await new Promise((r) => setTimeout(r, 300));
+    await caller.close();
+    t.equal((await waiting).remoteName, 'ClosedConnectionError');
+    t.ok(Date.now() - t1 < 2_000, `failed ${Date.now() - t1} ms after it started`);
   },
 );
 
