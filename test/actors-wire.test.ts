@@ -172,14 +172,48 @@ t.test('waitForResponderMs: a single server asks again for a service that starts
     700,
   );
   t.teardown(() => clearTimeout(late));
-  t.equal(await call<string>(nc, 'akbe.test.wire.late', {}, 10_000, 5_000), 'up');
+  t.equal(await call<string>(nc, 'akbe.test.wire.late', {}, 10_000, { waitForResponderMs: 5_000 }), 'up');
   t.ok(Date.now() - started >= 700, 'answered by the service that subscribed 0.7 s later');
   // Without a responder the wait ends at its bound, not at the (longer) request timeout.
   const t0 = Date.now();
-  const none = await failure(call(nc, 'akbe.test.wire.never', {}, 20_000, 1_000));
+  const none = await failure(call(nc, 'akbe.test.wire.never', {}, 20_000, { waitForResponderMs: 1_000 }));
   t.match(none.message, /no responders/);
   t.ok(Date.now() - t0 < 5_000, `gave up after ${Date.now() - t0} ms`);
 });
+
+t.test(
+  'waiting for a responder: a shorter reply timeout does not cut it; an abort ends it at once',
+  async (t) => {
+    // Nobody received the request while no responder was there: the 500 ms reply timeout counts
+    // from the publish that reached the late service, not from the first.
+    const late = setTimeout(
+      () =>
+        serve(t, 'akbe.test.wire.later2', (m) => {
+          void answer(m, async () => 'up');
+        }),
+      1_200,
+    );
+    t.teardown(() => clearTimeout(late));
+    t.equal(await call<string>(nc, 'akbe.test.wire.later2', {}, 500, { waitForResponderMs: 5_000 }), 'up');
+    const abort = new AbortController();
+    const t0 = Date.now();
+    const pending = failure(
+      call(nc, 'akbe.test.wire.never', {}, 20_000, { waitForResponderMs: 20_000, signal: abort.signal }),
+    );
+    setTimeout(() => abort.abort(new Error('rollout stopped')), 300);
+    const err = await pending;
+    t.match(err.message, /rollout stopped/);
+    t.ok(Date.now() - t0 < 2_000, `ended ${Date.now() - t0} ms after it started, not at the 20 s wait`);
+    // A closed connection, too, ends a wait for a responder at once.
+    const caller = await nats.connectAs('orchestrator');
+    const t1 = Date.now();
+    const waiting = failure(call(caller, 'akbe.test.wire.never', {}, 20_000, { waitForResponderMs: 20_000 }));
+    await new Promise((r) => setTimeout(r, 300));
+    await caller.close();
+    t.equal((await waiting).remoteName, 'ClosedConnectionError');
+    t.ok(Date.now() - t1 < 2_000, `failed ${Date.now() - t1} ms after it started`);
+  },
+);
 
 t.test('on a cluster, no responders is asked again until the service is back', async (t) => {
   // A one-node cluster (its INFO names a cluster): a service that reconnects from a lost node is

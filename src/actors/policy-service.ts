@@ -24,6 +24,7 @@ import { serviceSubject } from '../events/subjects.js';
 import type { PolicyHost } from '../gpu/policy-host.js';
 import type { CheckpointStore } from './checkpoints.js';
 import { parseGenerateCall } from './edge/service-requests.js';
+import { type ResendOptions, SERVICE_START_WAIT_MS } from './resend-request.js';
 import { answer, call, respondError } from './wire.js';
 
 export const POLICY_QUEUE = 'policy';
@@ -244,12 +245,19 @@ export class PolicyService implements AsyncDisposable {
   }
 }
 
-/** Calls the policy service. */
+/**
+ * Calls the policy service; a policy worker that is still starting (or restarting) is waited for
+ * (SERVICE_START_WAIT_MS: a rollout's delivery attempt is not spent on "no responders").
+ */
 export function requestGenerate(
   nc: NatsConnection,
   runId: string,
   req: GenerateCall,
   timeoutMs = 120_000,
+  opts: ResendOptions = {},
 ): Promise<GenerateReply> {
-  return call<GenerateReply>(nc, serviceSubject(runId, 'generate'), req, timeoutMs);
+  return call<GenerateReply>(nc, serviceSubject(runId, 'generate'), req, timeoutMs, {
+    waitForResponderMs: SERVICE_START_WAIT_MS,
+    ...opts,
+  });
 }

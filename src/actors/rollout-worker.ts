@@ -59,10 +59,14 @@ export function remoteRolloutActors(
 ) {
   const toolTags = toolTagsOf(tools);
   const generate = fromPromise<GenerateResult, GenerateRequest>(async ({ input, signal }) => {
-    const request = requestGenerate(nc, runId, {
-      policyVersion: input.policyVersion,
-      ...turnDecodeRequest(input, env),
-    });
+    // A policy worker still starting is waited for (the command is kept alive by heartbeats).
+    const request = requestGenerate(
+      nc,
+      runId,
+      { policyVersion: input.policyVersion, ...turnDecodeRequest(input, env) },
+      undefined,
+      { signal },
+    );
     const r = await abortable(request, signal);
     return turnResult(env, input, r.tokens, r.logprobs, r.finish === 'length', toolTags);
   });

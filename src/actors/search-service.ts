@@ -21,7 +21,7 @@ import {
   validateSearchRequest,
 } from '../index/search-request.js';
 import type { SearchBackend, SearchHit } from '../index/searcher.js';
-import { requestResending } from './resend-request.js';
+import { type ResendOptions, requestResending, SERVICE_START_WAIT_MS } from './resend-request.js';
 
 export interface SearchServiceOptions {
   runId: string;
@@ -173,16 +173,20 @@ export class SearchService implements AsyncDisposable {
   }
 }
 
-/** Calls the search service: top-k passages for each query. */
+/** Calls the search service: top-k passages for each query (a service still starting is waited for). */
 export async function requestSearch(
   nc: NatsConnection,
   runId: string,
   queries: string[],
   topk = DEFAULT_TOPK,
   timeoutMs = 30_000,
+  opts: ResendOptions = {},
 ): Promise<SearchHit[][]> {
   const subject = searchSubject(runId);
-  const reply = await requestResending(nc, subject, JSON.stringify({ queries, topk }), timeoutMs);
+  const reply = await requestResending(nc, subject, JSON.stringify({ queries, topk }), timeoutMs, {
+    waitForResponderMs: SERVICE_START_WAIT_MS,
+    ...opts,
+  });
   let body: { results?: SearchHit[][]; error?: string };
   try {
     body = JSON.parse(reply.string());

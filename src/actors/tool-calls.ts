@@ -10,10 +10,19 @@ import type { ToolRequest, ToolResult } from '../machines/rollout.js';
 import { toolForTag } from '../tools/registry.js';
 import { type AnyTool, type ServiceCall, ToolReplyError } from '../tools/tool.js';
 import { abortable } from './abortable.js';
-import { requestResending } from './resend-request.js';
+import { requestResending, SERVICE_START_WAIT_MS } from './resend-request.js';
 
-/** JSON request/reply to the run's services; an abort rejects at once (the reply is then dropped). */
-export function natsServiceCall(nc: NatsConnection, runId: string, timeoutMs = 30_000): ServiceCall {
+/**
+ * JSON request/reply to the run's services; an abort rejects at once (the reply is then dropped).
+ * A service that is still starting (or restarting) is waited for (`waitForResponderMs`), so a
+ * rollout does not spend a delivery attempt on "no responders".
+ */
+export function natsServiceCall(
+  nc: NatsConnection,
+  runId: string,
+  timeoutMs = 30_000,
+  waitForResponderMs = SERVICE_START_WAIT_MS,
+): ServiceCall {
   return async (service, body, signal) => {
     if (!(SERVICES as readonly string[]).includes(service))
       throw new ToolReplyError(
@@ -22,7 +31,10 @@ export function natsServiceCall(nc: NatsConnection, runId: string, timeoutMs = 3
       );
     signal?.throwIfAborted();
     const subject = serviceSubject(runId, service as ServiceName);
-    const reply = await abortable(requestResending(nc, subject, JSON.stringify(body), timeoutMs), signal);
+    const reply = await abortable(
+      requestResending(nc, subject, JSON.stringify(body), timeoutMs, { waitForResponderMs, signal }),
+      signal,
+    );
     try {
       return JSON.parse(reply.string()) as unknown;
     } catch (err) {

@@ -29,6 +29,7 @@ import { holdPoint, killPoint } from '../util/kill-point.js';
 import type { CheckpointStore, PublishedCheckpoint } from './checkpoints.js';
 import { parseTrainCall } from './edge/service-requests.js';
 import type { PolicyHandle } from './policy-service.js';
+import { SERVICE_START_WAIT_MS } from './resend-request.js';
 import { answer, call, respondError } from './wire.js';
 
 export const TRAINER_QUEUE = 'trainer';
@@ -276,7 +277,7 @@ export async function referenceSeqLogprobs(
  * (`akbe worker --role trainer`) may start after the run, or restart after a crash; one step's
  * request cannot be retried by redelivery as a rollout's can, so it waits instead of failing.
  */
-export const TRAINER_START_WAIT_MS = 60_000;
+export const TRAINER_START_WAIT_MS = SERVICE_START_WAIT_MS;
 
 /** Calls the trainer service (a step takes a while: the default timeout is generous). */
 export function requestTrain(
@@ -286,5 +287,5 @@ export function requestTrain(
   timeoutMs = 30 * 60_000,
   waitForResponderMs = TRAINER_START_WAIT_MS,
 ): Promise<TrainReply> {
-  return call<TrainReply>(nc, serviceSubject(runId, 'train'), req, timeoutMs, waitForResponderMs);
+  return call<TrainReply>(nc, serviceSubject(runId, 'train'), req, timeoutMs, { waitForResponderMs });
 }

@@ -6,7 +6,7 @@
  */
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
 import { Packr } from 'msgpackr';
-import { requestResending } from './resend-request.js';
+import { type ResendOptions, requestResending } from './resend-request.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: true });
 
@@ -57,19 +57,20 @@ export function respondError(msg: Msg, err: Error): void {
 
 /**
  * Sends a request (again after a reconnect: resend-request.ts) and returns the value of an ok
- * reply; throws ServiceCallError otherwise. `waitForResponderMs`: how long "no responders" is
- * asked again on a single server too (a service process that may still be starting).
+ * reply; throws ServiceCallError otherwise. `opts.waitForResponderMs`: how long "no responders" is
+ * asked again on a single server too (a service process that may still be starting);
+ * `opts.signal` ends the call.
  */
 export async function call<T>(
   nc: NatsConnection,
   subject: string,
   request: unknown,
   timeoutMs: number,
-  waitForResponderMs = 0,
+  opts: ResendOptions = {},
 ): Promise<T> {
   let msg: Msg;
   try {
-    msg = await requestResending(nc, subject, pack(request), timeoutMs, waitForResponderMs);
+    msg = await requestResending(nc, subject, pack(request), timeoutMs, opts);
   } catch (err) {
     throw new ServiceCallError(subject, (err as Error).name, (err as Error).message, { cause: err });
   }

@@ -10,11 +10,19 @@
  *   - absent: started.
  * A run already in the log must have been recorded with the cell's config (a spec edited after
  * its runs started is refused: rename the experiment to run a new grid).
+ *
+ * Every run connects to the server the runner resolved. When that server is gone (another akbe
+ * process's embedded server goes with its process; a killed `akbe nats up`), every later run
+ * would fail the same way at once: the grid stops instead, in one line naming the server and the
+ * way on. It does not start a server of its own in the lost one's place: workers and viewers of
+ * the grid were given the lost URL and would not follow, and a rerun loses nothing (finished
+ * runs are skipped, the unfinished one resumes).
  */
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import YAML from 'yaml';
+import { NatsConnectError, NatsLostError } from '../../actors/connection.js';
 import type { EventStore } from '../../events/store.js';
 import type { ExperimentSpec, PlannedRun } from '../../experiments/spec.js';
 import { SpecError } from '../../experiments/spec.js';
@@ -103,6 +111,8 @@ export interface GridOptions {
   runs: PlannedRun[];
   store: EventStore;
   natsUrl: string;
+  /** Whose server `natsUrl` is when not the runner's or a shared one (said when it is lost). */
+  natsOwner?: string;
   home: string;
   concurrency: number;
   threads: number;
@@ -110,7 +120,17 @@ export interface GridOptions {
   err: NodeJS.WritableStream & { isTTY?: boolean };
 }
 
-/** Runs the grid in order; returns the number of runs that failed (or had failed before). */
+/** Why the grid's server is unusable, when `err` says so (every later run would fail alike). */
+function natsGone(err: unknown): string | null {
+  if (err instanceof NatsLostError) return err.detail;
+  if (err instanceof NatsConnectError) return (err.cause as Error | undefined)?.message ?? 'cannot connect';
+  return null;
+}
+
+/**
+ * Runs the grid in order; returns the number of runs not completed: failed (now or before), or
+ * not run because the NATS server was lost.
+ */
 export async function runGrid(o: GridOptions): Promise<number> {
   const jobs = await Promise.all(o.runs.map((r) => jobConfigOf(o.spec, r)));
   const states = await Promise.all(o.runs.map((r) => runStateOf(o.store, r.runId)));
@@ -172,6 +192,17 @@ export async function runGrid(o: GridOptions): Promise<number> {
         onStep: () => bar.tick(),
       });
     } catch (err) {
+      const gone = natsGone(err);
+      if (gone !== null) {
+        const left = o.runs.length - i;
+        failed += left;
+        line(
+          `stopped at ${r.runId}: lost the NATS server at ${o.natsUrl} (${gone})${o.natsOwner ? `, ${o.natsOwner}` : ''}; ` +
+            'use akbe nats up for a server that several akbe processes share (an embedded one stops with the process that started it), ' +
+            `then run this command again: finished runs are skipped, unfinished ones resume (${left} of ${o.runs.length} runs left; log ${logFile})`,
+        );
+        break;
+      }
       failed++;
       line(`run ${r.runId} failed: ${(err as Error).message.split('\n')[0]} (log ${logFile})`);
     } finally {
