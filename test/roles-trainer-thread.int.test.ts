@@ -83,7 +83,7 @@ const train = (runId: string) =>
       rowsPerUpdate: 1,
       padId: 0,
     },
-    120_000,
+    { timeoutMs: 120_000 },
   );
 
 /** What a policy freshly loaded from `dir` decodes for GEN. */

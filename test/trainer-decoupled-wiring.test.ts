@@ -102,7 +102,7 @@ t.test(
         nats.nc,
         runId,
         { step: 0, policyVersion: 0, batch, losses, lr: 1e-3, epochs: 1, rowsPerUpdate: 2, padId: 0 },
-        120_000,
+        { timeoutMs: 120_000 },
       );
     const sync = await service('dc-sync', 0);
     // pi_behav = v0's own logprobs (what a fresh rollout records), shifted by delta per token.

@@ -145,7 +145,7 @@ t.test(
         rowsPerUpdate: 3,
         padId: 0,
       },
-      120_000,
+      { timeoutMs: 120_000 },
     );
     t.equal(reply.version, 1);
     t.equal(reply.metrics.updates, 1);

@@ -72,7 +72,7 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
       rowsPerUpdate: cfg.miniBatchQuestions * (cfg.gWithTool + 1),
       padId: d.padId,
     };
-    const r = await abortable(requestTrain(nc, runId, request), signal);
+    const r = await abortable(requestTrain(nc, runId, request, { signal }), signal);
     // DPO: the reference's sequence logprobs the trainer computed, for learner.step's record.
     if (r.refLogp) input.batch.refLogp = Float32Array.from(r.refLogp);
     d.published.set(r.version, r.published);

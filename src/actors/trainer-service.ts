@@ -284,8 +284,14 @@ export function requestTrain(
   nc: NatsConnection,
   runId: string,
   req: TrainCall,
-  timeoutMs = 30 * 60_000,
-  waitForResponderMs = TRAINER_START_WAIT_MS,
+  opts: {
+    timeoutMs?: number;
+    /** How long "no responders" is asked again (a trainer still starting). */
+    waitForResponderMs?: number;
+    /** Ends the wait (and its re-sends) at once, e.g. when the run machine stops. */
+    signal?: AbortSignal;
+  } = {},
 ): Promise<TrainReply> {
-  return call<TrainReply>(nc, serviceSubject(runId, 'train'), req, timeoutMs, { waitForResponderMs });
+  const { timeoutMs = 30 * 60_000, waitForResponderMs = TRAINER_START_WAIT_MS, signal } = opts;
+  return call<TrainReply>(nc, serviceSubject(runId, 'train'), req, timeoutMs, { waitForResponderMs, signal });
 }
