@@ -27,7 +27,7 @@ import type { ObjectStore } from '@nats-io/obj';
 import { Objm, setSha256Backend } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { delay, retryElection } from '../events/retry.js';
-import { defaultReplicas } from '../events/store.js';
+import { defaultReplicas } from '../events/streams.js';
 import { decodeSafetensors } from '../gpu/safetensors.js';
 import { localProblem, sha256Hex } from './checkpoint-integrity.js';
 

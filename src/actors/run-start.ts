@@ -13,7 +13,7 @@ import {
   resumedFrom,
   resumePoint,
 } from '../events/projections/resume-point.js';
-import { defaultReplicas } from '../events/store.js';
+import { defaultReplicas } from '../events/streams.js';
 import { checkpointLimits } from '../gpu/checkpoint.js';
 import type { QuestionSpec } from '../machines/question.js';
 import type { TextEnvironment } from '../text/environment.js';
