@@ -7,7 +7,6 @@
 import { spawn } from 'node:child_process';
 import { hostname } from 'node:os';
 import t from 'tap';
-import { openRunsBucket } from '../src/actors/checkpoints.js';
 import {
   holderState,
   RunLock,
@@ -16,6 +15,7 @@ import {
   type RunLockRecord,
   runLockKey,
 } from '../src/actors/run-lock.js';
+import { openRunsBucket } from '../src/actors/runs-bucket.js';
 import { withNats } from './helpers/nats.js';
 
 const T0 = Date.parse('2025-01-01T00:00:00.000Z');

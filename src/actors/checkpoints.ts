@@ -5,9 +5,12 @@
  *   optimizer.safetensors when there is one): what the trainer writes and resume reads.
  * - In the JetStream object store `akbe_checkpoints`, objects `<run>/v<k>/<file>`: so a policy or
  *   trainer worker on another machine (or a fresh run dir) gets version k from NATS alone.
- * - In the KV bucket `akbe_runs`, key `<run>.policy` holds the newest published version (and
- *   `<run>.status` the run's status), so `akbe worker` and a resumed orchestrator know where a
- *   run stands without reading the log. (`<run>.lock` there is the orchestrator's, run-lock.ts.)
+ * - In the KV bucket `akbe_runs` (runs-bucket.ts), key `<run>.policy` holds the newest published
+ *   version (and `<run>.status` the run's status), so `akbe worker` and a resumed orchestrator
+ *   know where a run stands without reading the log. (`<run>.lock` there is the orchestrator's,
+ *   run-lock.ts.)
+ *
+ * How many versions a run keeps, locally and in the object store: keep-checkpoints.ts.
  *
  * Version 0 is the run's base policy (`policyRef`), copied in at the start of the run.
  *
@@ -17,33 +20,24 @@
  * policy.published only by the orchestrator. A local copy that does not match (or, with no recorded
  * sha256, does not parse: a truncated write) is replaced by the stored copy, and the log line says so.
  */
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { copyFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { KV } from '@nats-io/kv';
-import { Kvm } from '@nats-io/kv';
 import type { ObjectStore } from '@nats-io/obj';
 import { Objm, setSha256Backend } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { delay, retryElection } from '../events/retry.js';
-import { defaultReplicas } from '../events/store.js';
+import { retryElection } from '../events/retry.js';
+import { defaultReplicas } from '../events/streams.js';
 import { decodeSafetensors } from '../gpu/safetensors.js';
 import { localProblem, sha256Hex } from './checkpoint-integrity.js';
+import { keepCheckpointsProblem } from './keep-checkpoints.js';
+import { openRunsBucket, RunEntries } from './runs-bucket.js';
 
 // Object store digests through node:crypto rather than the client's default pure-JS sha256 (a
 // process-wide choice): a 1.2 MB upload took 49 ms with it, 19 ms without, on an idle server.
 setSha256Backend('native');
 
 export const CHECKPOINT_BUCKET = 'akbe_checkpoints';
-export const RUNS_BUCKET = 'akbe_runs';
-
-/** The KV bucket of runs' state (`<run>.policy`, `<run>.status`, `<run>.lock`...), created when missing. */
-export function openRunsBucket(nc: NatsConnection): Promise<KV> {
-  // As many replicas as the event log (3 on a cluster): a run must survive losing one node.
-  const replicas = defaultReplicas(nc);
-  return retryElection(nc, `KV ${RUNS_BUCKET}`, () => new Kvm(nc).create(RUNS_BUCKET, { replicas }));
-}
 const FILES = ['config.json', 'model.safetensors', 'optimizer.safetensors'] as const;
 /** Object store chunks of an upload: the client lowers it to the server's max_payload (1 MiB by default). */
 const UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024;
@@ -57,27 +51,6 @@ export const TOKENIZER_FILES = [
   'chat_template.jinja',
   'special_tokens_map.json',
 ] as const;
-
-/**
- * Versions a run keeps (`keepCheckpoints`), locally and in the object store: the newest N, plus v0
- * (the base: each version's tokenizer files are copied from it). 5 keeps every version of the
- * default config's 4-step run, and bounds a long run of a large model (a Qwen3-4B version with its
- * AdamW state is ~40 GB). 0 keeps every version.
- */
-export const DEFAULT_KEEP_CHECKPOINTS = 5;
-
-/**
- * Why `keep` is not a valid keepCheckpoints, or null. At least 2: after version k+1 is published,
- * version k still serves the step's last rollouts on a worker and is what a resume needs if the
- * orchestrator dies before policy.published(k+1) is stored.
- */
-export function keepCheckpointsProblem(keep: unknown, maxStaleness = 0): string | null {
-  const least = Math.max(2, maxStaleness + 1);
-  if (typeof keep === 'number' && Number.isInteger(keep) && (keep === 0 || keep >= least)) return null;
-  if (least > 2)
-    return `config.keepCheckpoints must be 0 (keep every version) or an integer >= maxStaleness + 1 = ${least} (the versions rollouts may still run on), got ${JSON.stringify(keep)}`;
-  return `config.keepCheckpoints must be 0 (keep every version) or an integer >= 2 (the newest version and the one before it, which a worker may still serve and a resume may need), got ${JSON.stringify(keep)}`;
-}
 
 export class CheckpointMissingError extends Error {
   constructor(
@@ -150,7 +123,8 @@ export class CheckpointStore {
     /** Local directory of this run's versions (or a cache of them on a worker). */
     readonly dir: string,
     private readonly obj: ObjectStore,
-    private readonly kv: KV,
+    /** The run's entries in KV akbe_runs (current version, status, dedupe key). */
+    private readonly entries: RunEntries,
     private readonly opts: CheckpointStoreOptions,
   ) {}
 
@@ -165,9 +139,9 @@ export class CheckpointStore {
     const obj = await retryElection(nc, `object store ${CHECKPOINT_BUCKET}`, () =>
       new Objm(nc).create(CHECKPOINT_BUCKET, { replicas }),
     );
-    const kv = await openRunsBucket(nc);
+    const entries = new RunEntries(nc, await openRunsBucket(nc), runId);
     await mkdir(dir, { recursive: true });
-    return new CheckpointStore(nc, runId, dir, obj, kv, opts);
+    return new CheckpointStore(nc, runId, dir, obj, entries, opts);
   }
 
   /** Registers the sha256 the log recorded for `version`'s model.safetensors. */
@@ -341,55 +315,26 @@ export class CheckpointStore {
     return out;
   }
 
+  /** The newest published version (KV `<run>.policy`, runs-bucket.ts), null before the first. */
   async currentVersion(): Promise<number | null> {
-    const e = await this.kvGet(`${this.runId}.policy`);
-    if (!e || e.length === 0) return null;
-    return Number(e.string());
+    return this.entries.currentVersion();
   }
 
   async setCurrentVersion(version: number): Promise<void> {
-    await this.kvPut(`${this.runId}.policy`, String(version));
+    await this.entries.setCurrentVersion(version);
   }
 
-  /**
-   * The run's secret dedupe key (EventStore.useDedupeKey): 32 random bytes in KV `<run>.dedupe-key`,
-   * made by whichever process of the run asks first (kv.create is atomic, so all agree on one).
-   */
+  /** The run's secret dedupe key (EventStore.useDedupeKey), made by the first process that asks. */
   async dedupeKey(): Promise<Uint8Array> {
-    const name = `${this.runId}.dedupe-key`;
-    const existing = await this.kvGet(name);
-    if (existing && existing.length > 0) return Buffer.from(existing.string(), 'base64');
-    const key = randomBytes(32).toString('base64');
-    try {
-      await retryElection(this.nc, `KV create ${name}`, () => this.kv.create(name, key));
-      // Ours: no read back (on a cluster the get may be answered by a replica that lacks it yet).
-      return Buffer.from(key, 'base64');
-    } catch {
-      // another process of the run created it first: use theirs, once it reaches our replica
-    }
-    for (let tries = 0; tries < 50; tries++) {
-      const e = await this.kvGet(name);
-      if (e && e.length > 0) return Buffer.from(e.string(), 'base64');
-      await delay(100);
-    }
-    throw new Error(`run ${this.runId}: no dedupe key in KV ${RUNS_BUCKET}`);
-  }
-
-  private kvGet(key: string) {
-    return retryElection(this.nc, `KV get ${key}`, () => this.kv.get(key));
-  }
-
-  private kvPut(key: string, value: string) {
-    return retryElection(this.nc, `KV put ${key}`, () => this.kv.put(key, value));
+    return this.entries.dedupeKey();
   }
 
   async setStatus(status: string): Promise<void> {
-    await this.kvPut(`${this.runId}.status`, status);
+    await this.entries.setStatus(status);
   }
 
   async status(): Promise<string | null> {
-    const e = await this.kvGet(`${this.runId}.status`);
-    return e && e.length > 0 ? e.string() : null;
+    return this.entries.status();
   }
 }
 

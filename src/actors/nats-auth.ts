@@ -15,8 +15,9 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createUser, fromSeed } from '@nats-io/nkeys';
-import { CHECKPOINT_BUCKET, RUNS_BUCKET } from './checkpoints.js';
+import { CHECKPOINT_BUCKET } from './checkpoints.js';
 import { COMMAND_STREAM } from './dispatch.js';
+import { RUNS_BUCKET } from './runs-bucket.js';
 
 export const NATS_ROLES = ['orchestrator', 'rollout', 'policy', 'search', 'trainer', 'viewer'] as const;
 export type NatsRole = (typeof NATS_ROLES)[number];

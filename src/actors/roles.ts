@@ -32,8 +32,9 @@ import { loadEnvironment, stopPieces, type TextEnvironment } from '../text/envir
 import { DEFAULT_TOOLS } from '../tools/registry.js';
 import { readWorldTokenizer } from '../world/files.js';
 import { IndexFingerprintError, TRAINING_SEARCH_EF, worldIndexDir } from '../world/search-index.js';
-import { type CheckpointStore, keepCheckpointsProblem } from './checkpoints.js';
+import type { CheckpointStore } from './checkpoints.js';
 import { type EngineSync, ExternalPolicy } from './external-policy.js';
+import { keepCheckpointsProblem } from './keep-checkpoints.js';
 import { PolicyHandle, PolicyService, type ServedPolicy } from './policy-service.js';
 import { RolloutWorker } from './rollout-worker.js';
 import { SearchService } from './search-service.js';

@@ -25,7 +25,7 @@ import { JetStreamApiError } from '@nats-io/jetstream';
 import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { retryElection } from '../events/retry.js';
-import { openRunsBucket, RUNS_BUCKET } from './checkpoints.js';
+import { openRunsBucket, RUNS_BUCKET } from './runs-bucket.js';
 
 /** How often a holder rewrites its heartbeat (ms). */
 export const LOCK_HEARTBEAT_MS = 5_000;

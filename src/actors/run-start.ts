@@ -13,7 +13,7 @@ import {
   resumedFrom,
   resumePoint,
 } from '../events/projections/resume-point.js';
-import { defaultReplicas } from '../events/store.js';
+import { defaultReplicas } from '../events/streams.js';
 import { checkpointLimits } from '../gpu/checkpoint.js';
 import type { QuestionSpec } from '../machines/question.js';
 import type { TextEnvironment } from '../text/environment.js';
@@ -21,9 +21,10 @@ import { DEFAULT_TOOLS, toolsNamed } from '../tools/registry.js';
 import { readQuestions } from '../world/files.js';
 import type { WorldQuestion } from '../world/questions.js';
 import { ensureWorldIndex } from '../world/search-index.js';
-import { CheckpointStore, DEFAULT_KEEP_CHECKPOINTS, type PublishedCheckpoint } from './checkpoints.js';
+import { CheckpointStore, type PublishedCheckpoint } from './checkpoints.js';
 import { ensureRolloutQueue, purgeRolloutCommands } from './dispatch.js';
 import { EventSink } from './event-sink.js';
+import { DEFAULT_KEEP_CHECKPOINTS } from './keep-checkpoints.js';
 import { runEnvironment, searchIndexOf } from './roles.js';
 import { type LoadedRun, type RunSetup, runSetup } from './run-setup.js';
 import type { TrainingOptions } from './training-options.js';

@@ -7,7 +7,7 @@
  * the rollout's recorded logprobs for rows scored in their own context. Later versions' reference
  * logprobs need the model (v0's checkpoint, whose sha256 run.started records) to recompute.
  */
-import type { TrainedBatch } from '../events/payloads.js';
+import type { TrainedBatch } from '../events/payloads/learner.js';
 import type { TrainBatch } from '../rl/batch.js';
 import type { RolloutResult } from '../rl/types.js';
 

@@ -18,26 +18,69 @@
  */
 import { type EventClock, processClock } from './clock.js';
 import { InvalidEventError } from './errors.js';
-import * as P from './payloads.js';
+import { type LearnerStepData, learnerStep } from './payloads/learner.js';
+import {
+  type BoundaryLabeledData,
+  boundaryLabeled,
+  type GroupCompletedData,
+  groupCompleted,
+  type QuestionAssignedData,
+  questionAssigned,
+} from './payloads/question.js';
+import {
+  type RolloutCompletedData,
+  type RolloutStartedData,
+  type RolloutTurnData,
+  rolloutCompleted,
+  rolloutStarted,
+  rolloutTurn,
+  type ToolCalledData,
+  toolCalled,
+} from './payloads/rollout.js';
+import {
+  type EvalCompletedData,
+  evalCompleted,
+  type PolicyPublishedData,
+  policyPublished,
+  type RunFinishedData,
+  type RunStartedData,
+  runFinished,
+  runStarted,
+  type StepStartedData,
+  stepStarted,
+} from './payloads/run.js';
 import { int, number, object, optional, type Schema, SchemaViolation, string, uint32 } from './schema.js';
 
-export * from './payloads.js';
+// The algorithm's concepts are defined once, in src/rl/types.ts; the catalog re-exports them so
+// readers of events need one import.
+export type {
+  BoundaryCategory,
+  CategoryCounts,
+  RolloutPath,
+  StopReason,
+  TurnActionKind,
+} from '../rl/types.js';
+export { BOUNDARY_CATEGORIES, categoryOf, ROLLOUT_PATHS, STOP_REASONS, TURN_ACTIONS } from '../rl/types.js';
+export * from './payloads/learner.js';
+export * from './payloads/question.js';
+export * from './payloads/rollout.js';
+export * from './payloads/run.js';
 
 /** Payload type per event type. */
 export interface EventDataMap {
-  'run.started': P.RunStartedData;
-  'step.started': P.StepStartedData;
-  'question.assigned': P.QuestionAssignedData;
-  'rollout.started': P.RolloutStartedData;
-  'rollout.turn': P.RolloutTurnData;
-  'tool.called': P.ToolCalledData;
-  'rollout.completed': P.RolloutCompletedData;
-  'group.completed': P.GroupCompletedData;
-  'boundary.labeled': P.BoundaryLabeledData;
-  'learner.step': P.LearnerStepData;
-  'policy.published': P.PolicyPublishedData;
-  'eval.completed': P.EvalCompletedData;
-  'run.finished': P.RunFinishedData;
+  'run.started': RunStartedData;
+  'step.started': StepStartedData;
+  'question.assigned': QuestionAssignedData;
+  'rollout.started': RolloutStartedData;
+  'rollout.turn': RolloutTurnData;
+  'tool.called': ToolCalledData;
+  'rollout.completed': RolloutCompletedData;
+  'group.completed': GroupCompletedData;
+  'boundary.labeled': BoundaryLabeledData;
+  'learner.step': LearnerStepData;
+  'policy.published': PolicyPublishedData;
+  'eval.completed': EvalCompletedData;
+  'run.finished': RunFinishedData;
 }
 export type EventType = keyof EventDataMap;
 
@@ -61,19 +104,19 @@ export const CURRENT_VERSION: Readonly<Record<EventType, number>> = {
 export const EVENT_TYPES = Object.keys(CURRENT_VERSION) as EventType[];
 
 const DATA_SCHEMA: { [K in EventType]: Schema<EventDataMap[K]> } = {
-  'run.started': P.runStarted,
-  'step.started': P.stepStarted,
-  'question.assigned': P.questionAssigned,
-  'rollout.started': P.rolloutStarted,
-  'rollout.turn': P.rolloutTurn,
-  'tool.called': P.toolCalled,
-  'rollout.completed': P.rolloutCompleted,
-  'group.completed': P.groupCompleted,
-  'boundary.labeled': P.boundaryLabeled,
-  'learner.step': P.learnerStep,
-  'policy.published': P.policyPublished,
-  'eval.completed': P.evalCompleted,
-  'run.finished': P.runFinished,
+  'run.started': runStarted,
+  'step.started': stepStarted,
+  'question.assigned': questionAssigned,
+  'rollout.started': rolloutStarted,
+  'rollout.turn': rolloutTurn,
+  'tool.called': toolCalled,
+  'rollout.completed': rolloutCompleted,
+  'group.completed': groupCompleted,
+  'boundary.labeled': boundaryLabeled,
+  'learner.step': learnerStep,
+  'policy.published': policyPublished,
+  'eval.completed': evalCompleted,
+  'run.finished': runFinished,
 };
 
 type RolloutScoped = 'rollout.started' | 'rollout.turn' | 'tool.called' | 'rollout.completed';
@@ -203,9 +246,9 @@ export function defaultDedupeId<K extends EventType>(
   switch (SCOPE[type]) {
     case 'run':
       if (type === 'run.started' || type === 'run.finished') return `${runId}:${type}`;
-      if (type === 'policy.published') return `${runId}:${type}:${(data as P.PolicyPublishedData).version}`;
+      if (type === 'policy.published') return `${runId}:${type}:${(data as PolicyPublishedData).version}`;
       if (type === 'eval.completed') {
-        const d = data as P.EvalCompletedData;
+        const d = data as EvalCompletedData;
         return `${runId}:${type}:${d.when}:v${d.version}:${d.split}`;
       }
       return `${runId}:${step}:${type}`;

@@ -13,9 +13,9 @@ import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import YAML from 'yaml';
-import { DEFAULT_KEEP_CHECKPOINTS, keepCheckpointsProblem } from '../../actors/checkpoints.js';
 import { type AkbeNats, akbeHome, connectAkbeNats, NatsLostError } from '../../actors/connection.js';
 import { evaluateSplit, formatBeforeAfter, type SplitScore } from '../../actors/evaluate.js';
+import { DEFAULT_KEEP_CHECKPOINTS, keepCheckpointsProblem } from '../../actors/keep-checkpoints.js';
 import { formatStepLine, runTraining } from '../../actors/orchestrator.js';
 import {
   type EngineOptions,

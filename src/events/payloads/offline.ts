@@ -3,11 +3,10 @@
  * without it replay unchanged). The type is src/rl/offline.ts's OfflineTarget: the frozen
  * checkpoint's rollouts as the label reads them, the label, and the target's sequence.
  */
-import type { FrozenRollout, OfflineTarget, OfflineTargetSequence } from '../rl/offline.js';
-import { BOUNDARY_CATEGORIES, ROLLOUT_PATHS, STOP_REASONS } from '../rl/types.js';
-import { array, bool, int, nullable, number, object, oneOf, type Schema, string, uint32 } from './schema.js';
-
-const count = () => int({ min: 0 });
+import type { FrozenRollout, OfflineTarget, OfflineTargetSequence } from '../../rl/offline.js';
+import { BOUNDARY_CATEGORIES, ROLLOUT_PATHS, STOP_REASONS } from '../../rl/types.js';
+import { array, bool, int, nullable, number, object, oneOf, type Schema, string, uint32 } from '../schema.js';
+import { count } from './fields.js';
 
 const frozenRollout = object<FrozenRollout>({
   rolloutId: string({ nonEmpty: true }),

@@ -1,0 +1,124 @@
+/**
+ * The payloads of the run's lifecycle: run.started, step.started, policy.published,
+ * eval.completed, run.finished (conventions: ./fields.ts).
+ */
+import {
+  array,
+  type Json,
+  json,
+  nullable,
+  number,
+  object,
+  oneOf,
+  optional,
+  record,
+  type Schema,
+  string,
+  uint32,
+} from '../schema.js';
+import { count, text } from './fields.js';
+
+export const RUN_STATUSES = ['completed', 'failed', 'aborted'] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+export interface RunStartedData {
+  /** Registered algorithm name, e.g. 'grpo', 'grpo+akbe', 'otc-po'. */
+  algo: string;
+  /** The full resolved run config (every default filled in), so the run can be repeated. */
+  config: { [key: string]: Json };
+  /** Named seeds; `run` is the root every other draw derives from. */
+  seeds: Record<string, number>;
+  /** The synthetic world (or dataset) the questions come from, e.g. 'world:seed=7:v1'. */
+  worldRef: string;
+  /** The initial policy checkpoint (object name or path). */
+  policyRef: string;
+  /** akbe package version that wrote the run. */
+  akbeVersion: string;
+  /** Size of the training question pool the run machine samples each step's B questions from (replay re-draws them). */
+  questionPoolSize?: number;
+}
+export const runStarted: Schema<RunStartedData> = object<RunStartedData>(
+  {
+    algo: text(),
+    config: record(json()),
+    seeds: record(uint32()),
+    worldRef: text(),
+    policyRef: text(),
+    akbeVersion: text(),
+    questionPoolSize: optional(count()),
+  },
+  (d) => ('run' in d.seeds ? null : ['seeds.run', 'is required (the root seed)']),
+);
+
+export interface StepStartedData {
+  step: number;
+  /** The policy version that rolls out every question of this step. */
+  policyVersion: number;
+  questionIds: string[];
+}
+export const stepStarted: Schema<StepStartedData> = object<StepStartedData>({
+  step: count(),
+  policyVersion: count(),
+  questionIds: array(text()),
+});
+
+export interface PolicyPublishedData {
+  version: number;
+  /** Object store bucket and object name of the checkpoint. */
+  bucket: string;
+  checkpoint: string;
+  /** sha256 of the checkpoint bytes, lowercase hex. */
+  sha256: string;
+  bytes: number;
+}
+export const policyPublished: Schema<PolicyPublishedData> = object<PolicyPublishedData>({
+  version: count(),
+  bucket: text(),
+  checkpoint: text(),
+  sha256: string({ pattern: /^[0-9a-f]{64}$/, hint: '64 lowercase hex digits' }),
+  bytes: count(),
+});
+
+/** When a run's policy was evaluated: before its first step (or resumed step), or after its last. */
+export const EVAL_WHEN = ['before', 'after'] as const;
+export interface EvalCompletedData {
+  when: (typeof EVAL_WHEN)[number];
+  /** The policy version evaluated. */
+  version: number;
+  split: 'train' | 'dev' | 'test';
+  questions: number;
+  /** With-tool path: EM, tool calls per question (src/rl/metrics countedToolCalls), EM / tool calls. */
+  em: number;
+  tc: number;
+  tp: number | null;
+  noToolEm: number;
+  /** The world's oracle: with-tool search rate on known questions, no-search rate on unknown (null: none). */
+  knownSearchRate: number | null;
+  unknownNoSearchRate: number | null;
+}
+const rate01 = () => nullable(number({ min: 0, max: 1 }));
+export const evalCompleted: Schema<EvalCompletedData> = object<EvalCompletedData>({
+  when: oneOf(EVAL_WHEN),
+  version: count(),
+  split: oneOf(['train', 'dev', 'test'] as const),
+  questions: count(),
+  em: number({ min: 0, max: 1 }),
+  tc: number({ min: 0 }),
+  tp: nullable(number({ min: 0 })),
+  noToolEm: number({ min: 0, max: 1 }),
+  knownSearchRate: rate01(),
+  unknownNoSearchRate: rate01(),
+});
+
+export interface RunFinishedData {
+  status: RunStatus;
+  reason?: string;
+  stepsCompleted: number;
+  elapsedSeconds: number;
+}
+export const runFinished: Schema<RunFinishedData> = object<RunFinishedData>({
+  status: oneOf(RUN_STATUSES),
+  reason: optional(string()),
+  stepsCompleted: count(),
+  elapsedSeconds: number({ min: 0 }),
+});
