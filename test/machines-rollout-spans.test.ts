@@ -125,6 +125,9 @@ t.test('a call span outside its turn, empty, or missing is a protocol error', as
     [[2, 2], /call span \[2,2\]/],
     [[-1, 1], /call span \[-1,1\]/],
     [[0.5, 2], /call span \[0.5,2\]/],
+    // The reply crosses a process boundary: a span must be a pair, and an array, not an array-like.
+    [[0, 2, 3] as unknown as [number, number], /call span \[0,2,3\]/],
+    [{ 0: 0, 1: 2, length: 2 } as unknown as [number, number], /call span \{"0":0,"1":2,"length":2\}/],
   ];
   for (const [callSpan, message] of cases) {
     const actor = createActor(oneTurn({ tokens: [10, 11, 12], ...(callSpan ? { callSpan } : {}) }), {

@@ -20,31 +20,11 @@ import { rolloutMachine } from '../src/machines/rollout.js';
 import { type RunInput, runMachine } from '../src/machines/run.js';
 import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG } from '../src/rl/config.js';
-import { rolloutVersionOf, trainVersionOf } from '../src/rl/staleness.js';
 import { group } from './helpers/rollouts.js';
 import { fakeSearch, type ScriptedCalls, scriptedGenerate, ToyTokenizer } from './helpers/scripted-policy.js';
 
 type LearnerStep = Extract<LearnerFact, { type: 'learner.step' }>;
 type Discarded = Extract<LearnerFact, { type: 'group.discarded' }>;
-
-t.test('rolloutVersionOf / trainVersionOf: hand-worked values', async (t) => {
-  t.same(
-    [0, 1, 2, 3, 4].map((j) => rolloutVersionOf(j, 0)),
-    [0, 1, 2, 3, 4],
-    'η 0: step j rolls out on v_j',
-  );
-  t.same(
-    [0, 1, 2, 3, 4].map((j) => rolloutVersionOf(j, 1)),
-    [0, 0, 1, 2, 3],
-  );
-  t.same(
-    [0, 1, 2, 3, 4].map((j) => rolloutVersionOf(j, 2)),
-    [0, 0, 0, 1, 2],
-  );
-  t.equal(rolloutVersionOf(5, 1, 10), 14, 'offset by the base version');
-  t.equal(trainVersionOf(3), 3);
-  t.equal(trainVersionOf(3, 10), 13);
-});
 
 /** A run of 4 steps whose training takes `trainMs` (generation is instant): the order of events. */
 function runWith(maxStaleness: number, trainMs: number) {
