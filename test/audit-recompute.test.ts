@@ -1,5 +1,6 @@
 import t from 'tap';
 import { auditRun } from '../src/audit/audit.js';
+import { Collector } from '../src/audit/collector.js';
 import { boundaryHistory, questionIdsOf } from '../src/audit/history.js';
 import { settingsOf } from '../src/audit/recompute.js';
 import { foldRunLog } from '../src/audit/run-log.js';
@@ -138,6 +139,116 @@ t.test('a changed advantage, row role or step metric is named at its learner.ste
   t.same(
     auditRun(counts.events).mismatches.map((m) => m.field),
     ['metrics.categoryCounts'],
+  );
+  // Each scalar step metric is compared on its own (a dropped check leaves its tamper unseen).
+  for (const field of [
+    'em',
+    'tc',
+    'tp',
+    'meanResponseLength',
+    'toolCallsPerBatch',
+    'boundaryShifts',
+  ] as const) {
+    const m = tamper(
+      'learner.step',
+      (e) => typeof e.data.metrics[field] === 'number',
+      (e) => {
+        (e.data.metrics[field] as number) += 0.5;
+      },
+    );
+    t.same(
+      auditRun(m.events).mismatches.map((x) => [x.seq, x.field]),
+      [[m.seq, `metrics.${field}`]],
+      `metrics.${field}`,
+    );
+  }
+});
+
+t.test(
+  "a question moved to another question's place in step.started is caught by its pool index",
+  async (t) => {
+    const started = clean.filter((e) => e.type === 'step.started') as EventOf<'step.started'>[];
+    const first = new Set(started[0].data.questionIds);
+    const later = started[1];
+    // Two of step 1's questions that step 0 drew too, so the audit knows their pool indices.
+    const [i, j] = later.data.questionIds.flatMap((id, k) => (first.has(id) ? [k] : []));
+    t.ok(j !== undefined, 'step 1 repeats two of step 0 questions (pool 4, B 3)');
+    const { events, seq } = tamper(
+      'step.started',
+      (e) => e.meta.seq === later.meta.seq,
+      (e) => {
+        const ids = e.data.questionIds;
+        [ids[i], ids[j]] = [ids[j], ids[i]];
+      },
+    );
+    t.same(
+      auditRun(events).mismatches.map((m) => [m.seq, m.field]),
+      [
+        [seq, `questionIds[${i}] pool index`],
+        [seq, `questionIds[${j}] pool index`],
+      ],
+      'the same questions, in an order sampleStepQuestions did not draw',
+    );
+  },
+);
+
+t.test('the comparison: arrays (plain and typed) and objects element by element', async (t) => {
+  const c = new Collector();
+  const where = { seq: 1, eventType: 'test', step: 0 };
+  const same: Array<[unknown, unknown]> = [
+    [
+      [1, 2],
+      [1, 2],
+    ],
+    [Int32Array.of(1, 2), [1, 2]],
+    [[Number.NaN], [Number.NaN]],
+    [
+      { a: [1], b: 2 },
+      { b: 2, a: [1] },
+    ],
+    [[], []],
+  ];
+  const differ: Array<[unknown, unknown]> = [
+    [
+      [1, 2],
+      [2, 1],
+    ],
+    [
+      [1, 2],
+      [1, 2, 3],
+    ],
+    [['a'], ['b']],
+    [[[1]], [[2]]],
+    [[], [0]],
+    [Int32Array.of(1, 2), [1, 3]],
+    [Uint8Array.of(1), Uint8Array.of(0)],
+    [{ a: 1 }, { a: 1, b: 2 }],
+    [{ a: [1] }, { a: [2] }],
+    [0, '0'],
+    [null, undefined],
+  ];
+  for (const [a, b] of same) t.ok(c.check(where, 'f', a, b), `${JSON.stringify(a)} = ${JSON.stringify(b)}`);
+  t.same(c.mismatches, []);
+  for (const [a, b] of differ)
+    t.notOk(c.check(where, 'f', a, b), `${JSON.stringify(a)} != ${JSON.stringify(b)}`);
+  t.equal(c.mismatches.length, differ.length, 'each difference is recorded');
+  // In a log: group.completed's rollout ids and rewards are plain arrays.
+  const ids = tamper(
+    'group.completed',
+    (e) => e.data.withTool.rolloutIds.length > 1,
+    (e) => e.data.withTool.rolloutIds.reverse(),
+  );
+  t.match(auditRun(ids.events).mismatches, [{ seq: ids.seq, field: 'withTool.rolloutIds' }]);
+  const rewards = tamper(
+    'group.completed',
+    () => true,
+    (e) => {
+      e.data.noTool.rewards[0] = 1 - (e.data.noTool.rewards[0] ?? 0);
+    },
+  );
+  t.same(
+    auditRun(rewards.events).mismatches.map((m) => [m.seq, m.field]),
+    [[rewards.seq, 'noTool.rewards']],
   );
 });
 

@@ -7,6 +7,7 @@
  * completeness check would have caught the old outcome: a finished step without learner.step is an
  * error.
  */
+import { createHmac } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,9 +16,9 @@ import t from 'tap';
 import { runTraining } from '../src/actors/orchestrator.js';
 import { pack } from '../src/actors/wire.js';
 import { auditPassed, auditRun } from '../src/audit/audit.js';
-import type { AkbeEvent } from '../src/events/catalog.js';
+import { type AkbeEvent, createEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
-import { eventSubject } from '../src/events/subjects.js';
+import { EVENTS_STREAM, eventSubject } from '../src/events/subjects.js';
 import { withNats } from './helpers/nats.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 
@@ -79,4 +80,28 @@ t.test('the audit fails a finished log whose step lacks its learner.step', async
   t.match(unfinished.incomplete, /no run\.finished/, 'a log without run.finished is incomplete');
   t.notOk(auditPassed(unfinished));
   t.ok(auditPassed(auditRun(run.events)), 'the whole log passes');
+});
+
+t.test("a single append is stored under the run's keyed id, past a pre-published plain one", async (t) => {
+  const nats = await withNats(t);
+  const store = await EventStore.open(nats.nc);
+  const runId = 'prepub-single';
+  const key = new Uint8Array(32).fill(7);
+  store.useDedupeKey(runId, key);
+  const event = createEvent(
+    'run.finished',
+    { status: 'completed', stepsCompleted: 1, elapsedSeconds: 1 },
+    { runId, step: 1, policyVersion: 1 },
+  );
+  const js = jetstream(nats.nc);
+  const planted = await js.publish(eventSubject(runId, 'run.finished'), pack({ forged: true }), {
+    msgID: event.meta.dedupeId,
+  });
+  const stored = await store.append(event);
+  t.notOk(stored.duplicate, 'the plain id does not pre-empt the keyed one');
+  t.ok(stored.seq > planted.seq);
+  const mac = createHmac('sha256', key).update(event.meta.dedupeId).digest('base64url');
+  const msg = await (await js.jetstreamManager()).streams.getMessage(EVENTS_STREAM, { seq: stored.seq });
+  t.equal(msg?.header?.get('Nats-Msg-Id'), `${event.meta.dedupeId}~${mac}`, 'HMAC-SHA256 of the dedupe id');
+  t.same(await store.append(event), { seq: stored.seq, duplicate: true }, 'a retried append is deduplicated');
 });
