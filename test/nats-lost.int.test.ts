@@ -45,6 +45,19 @@ t.test('losing the embedded NATS server: one line, then the run resumes and audi
   await until('the run holds in step 1', () => /holding at train:1/.test(first.output()), 240_000);
   const record = readServerRecord(home)!;
   t.equal(record.mode, 'embedded');
+  // A worker stopped by SIGTERM while the run is live exits (its status poll used to keep it
+  // alive for good).
+  const worker = startCli(['worker', '--run-id', runId, '--role', 'rollout', '--home', home], {
+    AKBE_HOME: home,
+  });
+  t.teardown(() => worker.child.kill('SIGKILL'));
+  await until('the worker serves the run', () => /serving run lost1/.test(worker.output()), 120_000);
+  worker.child.kill('SIGTERM');
+  const stopped = await Promise.race([
+    worker.exited,
+    new Promise((r) => setTimeout(() => r('still running after 15 s'), 15_000).unref()),
+  ]);
+  t.equal(stopped, 0, `a worker stopped by SIGTERM exits 0 (${stopped}): ${worker.output().slice(-300)}`);
   process.kill(record.pid, 'SIGKILL');
   const killedAt = Date.now();
   const code = await Promise.race([

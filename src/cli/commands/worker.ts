@@ -78,15 +78,20 @@ const worker: CommandSpec = {
     });
     ctx.err.write(`worker ${process.pid}: serving run ${runId} as ${roles.join(', ')} on ${nats.url}\n`);
     await new Promise<void>((resolve) => {
-      const done = () => resolve();
+      // Whichever ends the wait clears the others: a status poll left behind kept a worker
+      // stopped by SIGTERM alive for good, polling a server that was gone.
+      let timer: ReturnType<typeof setInterval> | undefined;
+      const done = () => {
+        clearInterval(timer);
+        process.off('SIGINT', done);
+        process.off('SIGTERM', done);
+        resolve();
+      };
       process.once('SIGINT', done);
       process.once('SIGTERM', done);
       // The run's end: its status in KV becomes completed.
-      const timer = setInterval(async () => {
-        if ((await checkpoints.status().catch(() => null)) === 'completed') {
-          clearInterval(timer);
-          resolve();
-        }
+      timer = setInterval(async () => {
+        if ((await checkpoints.status().catch(() => null)) === 'completed') done();
       }, 2_000);
     });
     await started.stop();
