@@ -186,3 +186,16 @@ t.test('a run lock against a real KV', async (t) => {
     t.same(await read('r7'), thief, "the thief's lock stays");
   });
 });
+
+t.test('a closed connection ends the heartbeat without a word (the run says why it ended)', async (t) => {
+  const nats = await withNats(t);
+  const nc = await nats.connectAs('orchestrator');
+  const lines: string[] = [];
+  const lock = await RunLock.acquire(nc, 'r-closed', { heartbeatMs: 20, log: (l) => lines.push(l) });
+  await new Promise((r) => setTimeout(r, 100)); // a few heartbeats land
+  t.same(lines, [], 'heartbeats while connected say nothing');
+  await nc.close();
+  await new Promise((r) => setTimeout(r, 200)); // ~10 intervals on the closed connection
+  t.same(lines, [], 'no "heartbeat failed; retrying" after the connection closed');
+  t.notOk(lock.signal.aborted, 'a closed connection is not a lost lock');
+});

@@ -237,6 +237,11 @@ export class RunLock implements AsyncDisposable {
   /** One heartbeat at a time: a slow one is not overtaken by the next. */
   private tick(): void {
     if (this.beating || this.released || this.signal.aborted) return;
+    // A closed connection never comes back: the run ends with its own message, not ours.
+    if (this.nc.isClosed()) {
+      this.stopHeartbeat();
+      return;
+    }
     this.beating = this.beat().finally(() => {
       this.beating = null;
     });
@@ -253,6 +258,10 @@ export class RunLock implements AsyncDisposable {
       this.record = next;
     } catch (err) {
       if (!isCasConflict(err)) {
+        if (this.nc.isClosed()) {
+          this.stopHeartbeat(); // gone for good (see tick)
+          return;
+        }
         // NATS unreachable for a moment: try again next interval (a long outage lets another
         // orchestrator take over, and then our next heartbeat is refused).
         this.o.log(`run lock: heartbeat of run ${this.runId} failed (${(err as Error).message}); retrying`);

@@ -305,6 +305,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   let after: SplitScore[] = [];
   const bars = new Map<number, Progress>();
   let trainBar: Progress | null = null;
+  let lostReported = false;
   const t0 = Date.now();
   const training = runTraining({
     nc: nats.nc,
@@ -320,7 +321,11 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     concurrency: o.concurrency,
     threads: o.threads,
     device: o.device,
-    log: (line) => o.err.write(`train: ${line}\n`),
+    // Once the lost connection is reported, that line stays the last: the run unwinding after it
+    // (its lock, its services) has nothing to add.
+    log: (line) => {
+      if (!lostReported) o.err.write(`train: ${line}\n`);
+    },
     beforeRun: async (c) => {
       // A resumed run was evaluated before its first step when it started: read those figures
       // back instead of evaluating the resume version as if it were the base.
@@ -374,6 +379,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const lostError = (cause: unknown) => {
     const lost = nats.lost();
     if (!lost) return null;
+    lostReported = true;
     return new NatsLostError(nats.url, lost, `resume with: akbe train --resume --run-id ${o.runId}`, {
       cause,
     });
