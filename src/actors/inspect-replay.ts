@@ -158,6 +158,15 @@ export function runInputFromLog(log: RunLog): RunInput {
 export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnText'> = {}) {
   const rollouts = rolloutsById(log);
   const toolTags = settingsOf(log.started).toolTags;
+  // Whether a rollout's spans are v2-shaped, once per rollout (not once per turn).
+  const legacyOf = new Map<string, boolean>();
+  const legacy = (rolloutId: string, d: Parameters<typeof legacySpans>[0]) => {
+    const known = legacyOf.get(rolloutId);
+    if (known !== undefined) return known;
+    const v = legacySpans(d);
+    legacyOf.set(rolloutId, v);
+    return v;
+  };
   const find = (rolloutId: string) => {
     const r = rollouts.get(rolloutId);
     if (!r?.completed) throw new ReplayDivergenceError(`rollout ${rolloutId} is not in the log`);
@@ -180,12 +189,8 @@ export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnTex
     // The call's span as recorded (response coordinates -> the turn's). An upcast v2 log records
     // none for a call refused by the limit (its old rule counted calls before observations only):
     // the whole turn stands in, as that rule would have read it (the reward is 0 either way).
-    const recorded = done.data.toolCallSpans.find(([s]) => s >= offset && s < offset + tokens.length);
-    const callSpan: [number, number] = recorded
-      ? [recorded[0] - offset, recorded[1] - offset]
-      : [0, tokens.length];
     const turnText = opts.turnText;
-    if (turnText && !legacySpans(done.data)) {
+    if (turnText && !legacy(input.rolloutId, done.data)) {
       // With the run's tokenizer the span is derived from the turn's tokens as the live generate
       // actor derives it (rollout-actors.ts turnResult), so a forged one diverges.
       const derived = toolCallTokenSpan(
@@ -195,6 +200,10 @@ export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnTex
       );
       return { tokens, logprobs, text, finish, ...(derived ? { callSpan: derived } : {}) };
     }
+    const recorded = done.data.toolCallSpans.find(([s]) => s >= offset && s < offset + tokens.length);
+    const callSpan: [number, number] = recorded
+      ? [recorded[0] - offset, recorded[1] - offset]
+      : [0, tokens.length];
     return { tokens, logprobs, text, finish, ...(tokens.length > 0 ? { callSpan } : {}) };
   });
   const callTool = fromPromise<ToolResult, ToolRequest>(async ({ input, signal }) => {
@@ -298,7 +307,7 @@ function compareFact(
         seqOf(e),
         `rollout ${r.rolloutId} re-ran to ${r.stopReason}/${r.toolCalls} calls/answer ${JSON.stringify(r.answer)}/reward ${r.reward}, recorded ${d.stopReason}/${d.toolCalls}/${JSON.stringify(d.answer)}/${d.reward}`,
       );
-    else if (spansDerived && !legacySpans(d) && !sameSpans(r.toolCallSpans, d.toolCallSpans))
+    else if (spansDerived && !sameSpans(r.toolCallSpans, d.toolCallSpans) && !legacySpans(d))
       differ(
         seqOf(e),
         `rollout ${r.rolloutId}'s tool-call spans re-derive to ${JSON.stringify(r.toolCallSpans)}, recorded ${JSON.stringify(d.toolCallSpans)}`,
