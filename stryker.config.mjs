@@ -28,7 +28,7 @@ const SCOPES = {
   machines: {
     mutate: ['src/machines/**/*.ts'],
     // Not inspect-replay: it replays a whole fixture log (13 s a run) and so every mutant here;
-    // it tests src/actors/inspect-replay.ts, the machines' own files test them in about 2 s each.
+    // it tests src/actors/inspect/inspect-replay.ts, the machines' own files test them in about 2 s each.
     tests: ['test/machines-*.test.ts', 'test/audit-sink.test.ts'],
   },
   events: {
@@ -62,7 +62,7 @@ const SCOPES = {
     ],
   },
   index: {
-    mutate: ['src/index/http.ts', 'src/index/observation.ts'],
+    mutate: ['src/retrieval/http.ts', 'src/retrieval/observation.ts'],
     tests: ['test/index-http.test.ts', 'test/index-observation.test.ts', 'test/index-backpressure.test.ts'],
   },
   util: {

@@ -16,9 +16,9 @@ import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Objm, setSha256Backend } from '@nats-io/obj';
-import { CheckpointStore } from '../src/actors/checkpoints.js';
-import { connectLocal } from '../src/actors/connection.js';
-import { startNatsServer } from '../src/actors/nats-server.js';
+import { CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
+import { connectLocal } from '../src/actors/nats/connection.js';
+import { startNatsServer } from '../src/actors/nats/nats-server.js';
 import { median } from './probe.js';
 
 const { values: flags } = parseArgs({

@@ -25,7 +25,7 @@ import { loadCheckpoint } from '../src/gpu/checkpoint.js';
 import { ContinuousBatcher } from '../src/gpu/continuous.js';
 import { decodeBatch, type GenerateRequest, type GenerateResult } from '../src/gpu/decoder.js';
 import { OrtDecodeBackend } from '../src/gpu/ort-policy.js';
-import { formatObservation } from '../src/index/observation.js';
+import { formatObservation } from '../src/retrieval/observation.js';
 import { deriveSeed } from '../src/util/rng.js';
 import { DEFAULT_WORLD } from '../src/world/config.js';
 import { generateWorld } from '../src/world/generate.js';

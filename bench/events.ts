@@ -13,13 +13,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Packr, Unpackr } from 'msgpackr';
-import { connectLocal } from '../src/actors/connection.js';
-import { startNatsServer } from '../src/actors/nats-server.js';
+import { connectLocal } from '../src/actors/nats/connection.js';
+import { startNatsServer } from '../src/actors/nats/nats-server.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { CODEC_OPTIONS, decodeEvent, encodeEvent, toJsonValue } from '../src/events/codec.js';
 import { EventStore } from '../src/events/store.js';
-import { syntheticRollout, syntheticRunEvents } from '../src/events/synthetic.js';
 import { Rng } from '../src/util/rng.js';
+import { syntheticRollout, syntheticRunEvents } from '../test/helpers/synthetic.js';
 
 const { values } = parseArgs({
   options: {

@@ -17,9 +17,9 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { E5_SMALL_SHAPE, writeBertModel } from '../src/index/bert-model.js';
-import { E5Embedder } from '../src/index/e5.js';
-import { bruteForceTopK, HnswIndex } from '../src/index/hnsw.js';
+import { E5_SMALL_SHAPE, writeBertModel } from '../src/retrieval/bert-model.js';
+import { E5Embedder } from '../src/retrieval/e5.js';
+import { bruteForceTopK, HnswIndex } from '../src/retrieval/hnsw.js';
 import { deriveSeed, Rng } from '../src/util/rng.js';
 
 interface Args {
@@ -170,7 +170,7 @@ async function benchE5(args: Args): Promise<Record<string, number>> {
       out[`passagesPerCpuS_threads${threads}`] = median(cpuRates);
       await e5.close();
     }
-    const { WordPieceTokenizer } = await import('../src/index/wordpiece.js');
+    const { WordPieceTokenizer } = await import('../src/retrieval/wordpiece.js');
     const tok = await WordPieceTokenizer.fromFile(vocab);
     out.tokensPerPassage =
       passages.reduce((s, p) => s + tok.encode(`passage: ${p}`).ids.length, 0) / passages.length;

@@ -2,8 +2,8 @@
  * The training search service against the brute-force lexical scan the search role rebuilt from
  * the corpus before issue 12 (the baseline, kept here verbatim), in the same process, on the same
  * queries, through the same `search(queries, 3)` call the service makes:
- *   - `service`: the index as the search role opens it (src/actors/roles.ts: a lexical index whose
- *     passages fit in memory is searched exactly through its inverted view, src/index/inverted.ts);
+ *   - `service`: the index as the search role opens it (src/actors/services/roles.ts: a lexical index whose
+ *     passages fit in memory is searched exactly through its inverted view, src/retrieval/inverted.ts);
  *   - `hnsw`: the same index through its hnswlib graph at the training ef (512).
  *
  *   npm run build && node dist/bench/search-service.js                        # the default world (976 passages)
@@ -24,11 +24,11 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os, { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { splitTitle } from '../src/index/corpus.js';
-import { bruteForceTopK, HNSW_DEFAULTS, stackRows } from '../src/index/hnsw.js';
-import { LEXICAL_DEFAULTS, LexicalEmbedder } from '../src/index/lexical.js';
-import { IndexSearcher, type SearchBackend, type SearchHit } from '../src/index/searcher.js';
-import { buildIndex, readMeta } from '../src/index/store.js';
+import { splitTitle } from '../src/retrieval/corpus.js';
+import { bruteForceTopK, HNSW_DEFAULTS, stackRows } from '../src/retrieval/hnsw.js';
+import { LEXICAL_DEFAULTS, LexicalEmbedder } from '../src/retrieval/lexical.js';
+import { IndexSearcher, type SearchBackend, type SearchHit } from '../src/retrieval/searcher.js';
+import { buildIndex, readMeta } from '../src/retrieval/store.js';
 import { DEFAULT_WORLD } from '../src/world/config.js';
 import { buildCorpus } from '../src/world/corpus.js';
 import { generateEntities, WorldIndex } from '../src/world/entities.js';
@@ -64,7 +64,7 @@ function worldText(target: number): { corpus: Passage[]; queries: string[] } {
   return { corpus: target > 0 ? corpus.slice(0, target) : corpus, queries };
 }
 
-/** The search role's backend before issue 12 (src/actors/roles.ts `worldSearchBackend`), verbatim. */
+/** The search role's backend before issue 12 (src/actors/services/roles.ts `worldSearchBackend`), verbatim. */
 function bruteForceBackend(corpus: Passage[]): SearchBackend {
   const embedder = LexicalEmbedder.fit(
     corpus.map((p) => p.contents),

@@ -4,10 +4,10 @@
  */
 import t from 'tap';
 import { createActor } from 'xstate';
-import { abortable } from '../src/actors/abortable.js';
-import { toolCallActor } from '../src/actors/tool-calls.js';
+import { toolCallActor } from '../src/actors/rollout/tool-calls.js';
 import { DEFAULT_TOOLS, toolsNamed } from '../src/tools/registry.js';
 import type { ServiceCall } from '../src/tools/tool.js';
+import { abortable } from '../src/util/abortable.js';
 
 t.test('the callTool actor hands its signal to the service call; stopping the actor aborts it', async (t) => {
   const seen: Array<AbortSignal | undefined> = [];

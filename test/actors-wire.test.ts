@@ -1,5 +1,5 @@
 /**
- * The service envelope (src/actors/wire.ts) on a real nats-server: values (typed arrays kept)
+ * The service envelope (src/actors/nats/wire.ts) on a real nats-server: values (typed arrays kept)
  * and every error path a caller can meet — a handler error, a refusal at the edge, no responder,
  * a timeout, an undecodable reply — come back as a ServiceCallError naming the subject and the
  * remote error; a reply to a requester that is gone never throws.
@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Msg } from '@nats-io/transport-node';
 import t, { type Test } from 'tap';
-import { connectLocal } from '../src/actors/connection.js';
-import { startNatsServer } from '../src/actors/nats-server.js';
-import { answer, call, pack, respondError, ServiceCallError } from '../src/actors/wire.js';
+import { connectLocal } from '../src/actors/nats/connection.js';
+import { startNatsServer } from '../src/actors/nats/nats-server.js';
+import { answer, call, pack, respondError, ServiceCallError } from '../src/actors/nats/wire.js';
 import { withNats } from './helpers/nats.js';
 
 const nats = await withNats(t);

@@ -21,8 +21,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Objm } from '@nats-io/obj';
 import t, { type Test } from 'tap';
-import { recordedInLog } from '../src/actors/checkpoint-records.js';
-import { CHECKPOINT_BUCKET, CheckpointIntegrityError, CheckpointStore } from '../src/actors/checkpoints.js';
+import { recordedInLog } from '../src/actors/checkpoints/checkpoint-records.js';
+import {
+  CHECKPOINT_BUCKET,
+  CheckpointIntegrityError,
+  CheckpointStore,
+} from '../src/actors/checkpoints/checkpoints.js';
 import { createEvent } from '../src/events/catalog.js';
 import { foldRun } from '../src/events/projection.js';
 import { resumePoint } from '../src/events/projections/resume-point.js';

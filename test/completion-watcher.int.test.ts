@@ -5,7 +5,7 @@
  */
 import { jetstream } from '@nats-io/jetstream';
 import t from 'tap';
-import { CompletionWatcher } from '../src/actors/dispatch.js';
+import { CompletionWatcher } from '../src/actors/orchestrator/dispatch.js';
 import { EventStore } from '../src/events/store.js';
 import { withNats } from './helpers/nats.js';
 

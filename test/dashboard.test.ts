@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { WebSocket } from 'ws';
-import { startInspectorRelay } from '../src/actors/inspect-relay.js';
+import { startInspectorRelay } from '../src/actors/inspect/inspect-relay.js';
 import { type ActorsDelta, ActorsFeed } from '../src/dashboard/actors-feed.js';
 import { readExperiments } from '../src/dashboard/experiments.js';
 import { checkRequest } from '../src/dashboard/http-guard.js';

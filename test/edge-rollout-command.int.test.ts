@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
 import t from 'tap';
-import { pack } from '../src/actors/wire.js';
+import { pack } from '../src/actors/nats/wire.js';
 import { EventStore } from '../src/events/store.js';
 import { commandSubject } from '../src/events/subjects.js';
 import { startCli } from './helpers/cli-process.js';

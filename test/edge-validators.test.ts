@@ -1,13 +1,13 @@
 /**
- * The edge validators (src/actors/edge, src/events/edge-gate.ts): each bad message of issue 11's
+ * The edge validators (src/actors/services, src/events/edge-gate.ts): each bad message of issue 11's
  * findings is refused with an EdgeRejectedError whose reason and message name the field, and a
  * well-formed message passes unchanged.
  */
 import t from 'tap';
-import { parseRolloutCommand } from '../src/actors/edge/rollout-command.js';
-import { parseGenerateCall, parseTrainCall } from '../src/actors/edge/service-requests.js';
-import { parseTrainProgress } from '../src/actors/edge/train-progress.js';
-import { pack } from '../src/actors/wire.js';
+import { pack } from '../src/actors/nats/wire.js';
+import { parseRolloutCommand } from '../src/actors/rollout/rollout-command.js';
+import { parseGenerateCall, parseTrainCall } from '../src/actors/services/service-requests.js';
+import { parseTrainProgress } from '../src/actors/services/trainer/train-progress.js';
 import { createEvent } from '../src/events/catalog.js';
 import { decodeStoredEvent, encodeEvent } from '../src/events/codec.js';
 import { EdgeRejectedError } from '../src/events/edge-gate.js';

@@ -2,12 +2,12 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { connectAkbeNats, isNatsServerAlive, readServerRecord } from '../src/actors/connection.js';
+import { connectAkbeNats, isNatsServerAlive, readServerRecord } from '../src/actors/nats/connection.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
-import { syntheticRunEvents } from '../src/events/synthetic.js';
 import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
+import { syntheticRunEvents } from './helpers/synthetic.js';
 
 // These tests choose their server explicitly: never the one in the environment.
 delete process.env.NATS_URL;

@@ -11,8 +11,8 @@ import {
   UnsupportedEventVersionError,
 } from '../src/events/errors.js';
 import { assertRunId, eventSubject, parseSubject, runEventsFilter } from '../src/events/subjects.js';
-import { syntheticRunEvents } from '../src/events/synthetic.js';
 import { UpcasterRegistry } from '../src/events/upcast.js';
+import { syntheticRunEvents } from './helpers/synthetic.js';
 
 const events = syntheticRunEvents({ runId: 'codec-run', steps: 2, questionsPerStep: 2 });
 

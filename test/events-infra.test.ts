@@ -3,8 +3,8 @@ import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { ensureNatsAuth } from '../src/actors/nats-auth.js';
-import { findNatsServerBinary } from '../src/actors/nats-server.js';
+import { ensureNatsAuth } from '../src/actors/nats/nats-auth.js';
+import { findNatsServerBinary } from '../src/actors/nats/nats-server.js';
 
 const binary = findNatsServerBinary();
 const nodes = [1, 2, 3].map((i) => `infra/nats/cluster/node-${i}.conf`);

@@ -9,9 +9,9 @@ import { fold, foldRun } from '../src/events/projection.js';
 import { runSummary } from '../src/events/projections/run-summary.js';
 import { EventStore, type StoredEvent } from '../src/events/store.js';
 import { EVENTS_STREAM, eventSubject } from '../src/events/subjects.js';
-import { syntheticRunEvents } from '../src/events/synthetic.js';
 import { formatTailLine } from '../src/events/tail-format.js';
 import { withNats } from './helpers/nats.js';
+import { syntheticRunEvents } from './helpers/synthetic.js';
 
 const nats = await withNats(t);
 const reports: DeadLetterReport[] = [];

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import t from 'tap';
-import { startNatsServer } from '../src/actors/nats-server.js';
+import { startNatsServer } from '../src/actors/nats/nats-server.js';
 import { runGrid } from '../src/cli/commands/experiment-run.js';
 import { EventStore } from '../src/events/store.js';
 import { parseSpec, planRuns } from '../src/experiments/spec.js';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createUser } from '@nats-io/nkeys';
 import t from 'tap';
-import { readSeed, seedPath } from '../src/actors/nats-auth.js';
+import { readSeed, seedPath } from '../src/actors/nats/nats-auth.js';
 import { ExportChain, parseSealLine, sealLine } from '../src/audit/export-seal.js';
 import { parseEventJson } from '../src/audit/jsonl.js';
 import { EventStore } from '../src/events/store.js';

@@ -7,7 +7,7 @@
  */
 import { request } from 'node:http';
 import t from 'tap';
-import { startRetrievalHttpServer } from '../src/index/http.js';
+import { startRetrievalHttpServer } from '../src/retrieval/http.js';
 
 const QUERIES = 60;
 /** Half a megabyte per hit: 60 chunks are 30 MB, more than any loopback socket buffers. */

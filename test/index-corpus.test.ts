@@ -1,8 +1,8 @@
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { CorpusFormatError, loadCorpus, splitTitle } from '../src/index/corpus.js';
-import { buildIndex, IndexBuildError } from '../src/index/store.js';
+import { CorpusFormatError, loadCorpus, splitTitle } from '../src/retrieval/corpus.js';
+import { buildIndex, IndexBuildError } from '../src/retrieval/store.js';
 import { tmpDir, writeCorpusLines } from './fixtures/index/tmp-corpus.js';
 
 const good = (i: number) => JSON.stringify({ id: `d${i}`, contents: `Title ${i}\nBody of passage ${i}.` });

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import t from 'tap';
-import { bruteForceTopK, HnswIndex, HnswWorker, stackRows } from '../src/index/hnsw.js';
+import { bruteForceTopK, HnswIndex, HnswWorker, stackRows } from '../src/retrieval/hnsw.js';
 import { Rng } from '../src/util/rng.js';
 import { tmpDir } from './fixtures/index/tmp-corpus.js';
 

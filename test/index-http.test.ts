@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import t from 'tap';
-import { type RetrievalHttpServer, startRetrievalHttpServer } from '../src/index/http.js';
-import { IndexSearcher } from '../src/index/searcher.js';
-import { buildIndex } from '../src/index/store.js';
+import { type RetrievalHttpServer, startRetrievalHttpServer } from '../src/retrieval/http.js';
+import { IndexSearcher } from '../src/retrieval/searcher.js';
+import { buildIndex } from '../src/retrieval/store.js';
 import { tmpDir, writeWikiCorpus } from './fixtures/index/tmp-corpus.js';
 import { WIKI_PASSAGES } from './fixtures/index/wiki-passages.js';
 

@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import t from 'tap';
-import { bruteForceTopK, stackRows } from '../src/index/hnsw.js';
-import { InvertedRows } from '../src/index/inverted.js';
-import { IndexSearcher } from '../src/index/searcher.js';
-import { buildIndex } from '../src/index/store.js';
+import { bruteForceTopK, stackRows } from '../src/retrieval/hnsw.js';
+import { InvertedRows } from '../src/retrieval/inverted.js';
+import { IndexSearcher } from '../src/retrieval/searcher.js';
+import { buildIndex } from '../src/retrieval/store.js';
 import { Rng } from '../src/util/rng.js';
 import { tmpDir, writeWikiCorpus } from './fixtures/index/tmp-corpus.js';
 import { WIKI_PASSAGES, WIKI_QUESTIONS } from './fixtures/index/wiki-passages.js';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { formatObservation } from '../src/index/observation.js';
+import { formatObservation } from '../src/retrieval/observation.js';
 
 const docs = [
   { contents: 'Paris\nParis is the capital and largest city of France.' },

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import t from 'tap';
-import { LexicalEmbedder } from '../src/index/lexical.js';
-import { EmbedderMismatchError, IndexSearcher } from '../src/index/searcher.js';
-import { buildIndex, IndexNotFoundError, readMeta } from '../src/index/store.js';
+import { LexicalEmbedder } from '../src/retrieval/lexical.js';
+import { EmbedderMismatchError, IndexSearcher } from '../src/retrieval/searcher.js';
+import { buildIndex, IndexNotFoundError, readMeta } from '../src/retrieval/store.js';
 import { tmpDir, writeWikiCorpus } from './fixtures/index/tmp-corpus.js';
 import { WIKI_PASSAGES, WIKI_QUESTIONS } from './fixtures/index/wiki-passages.js';
 

@@ -6,8 +6,8 @@
  */
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { requestSearch } from '../src/actors/search-service.js';
-import { buildIndex } from '../src/index/store.js';
+import { requestSearch } from '../src/actors/services/search/search-service.js';
+import { buildIndex } from '../src/retrieval/store.js';
 import { tmpDir, writeWikiCorpus } from './fixtures/index/tmp-corpus.js';
 import { startCli, until } from './helpers/cli-process.js';
 import { withNats } from './helpers/nats.js';

@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import t from 'tap';
-import { connectLocal } from '../src/actors/connection.js';
-import { type LocalNatsServer, startNatsServer } from '../src/actors/nats-server.js';
-import { requestSearch, SearchService } from '../src/actors/search-service.js';
-import { SearchServiceError, searchSubject } from '../src/index/search-request.js';
-import { IndexSearcher, type SearchBackend } from '../src/index/searcher.js';
-import { buildIndex } from '../src/index/store.js';
+import { connectLocal } from '../src/actors/nats/connection.js';
+import { type LocalNatsServer, startNatsServer } from '../src/actors/nats/nats-server.js';
+import { requestSearch, SearchService } from '../src/actors/services/search/search-service.js';
+import { SearchServiceError, searchSubject } from '../src/retrieval/search-request.js';
+import { IndexSearcher, type SearchBackend } from '../src/retrieval/searcher.js';
+import { buildIndex } from '../src/retrieval/store.js';
 import { tmpDir, writeWikiCorpus } from './fixtures/index/tmp-corpus.js';
 import { WIKI_PASSAGES } from './fixtures/index/wiki-passages.js';
 

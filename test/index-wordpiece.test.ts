@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { VocabFormatError, WordPieceTokenizer } from '../src/index/wordpiece.js';
+import { VocabFormatError, WordPieceTokenizer } from '../src/retrieval/wordpiece.js';
 import { tmpDir } from './fixtures/index/tmp-corpus.js';
 
 const VOCAB = [

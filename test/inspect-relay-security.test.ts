@@ -6,7 +6,7 @@
 import { request } from 'node:http';
 import t, { type Test } from 'tap';
 import { WebSocket } from 'ws';
-import { type InspectorRelay, startInspectorRelay } from '../src/actors/inspect-relay.js';
+import { type InspectorRelay, startInspectorRelay } from '../src/actors/inspect/inspect-relay.js';
 
 const event = (i: number, pad = 0) =>
   JSON.stringify({ type: '@xstate.event', sessionId: 'x:0', event: { type: `e${i}`, pad: 'p'.repeat(pad) } });

@@ -1,8 +1,8 @@
 import { Packr } from 'msgpackr';
 import t from 'tap';
 import { WebSocket } from 'ws';
-import { startInspector } from '../src/actors/inspect.js';
-import { ReplayUnavailableError, replayRun, runInputFromLog } from '../src/actors/inspect-replay.js';
+import { startInspector } from '../src/actors/inspect/inspect.js';
+import { ReplayUnavailableError, replayRun, runInputFromLog } from '../src/actors/inspect/inspect-replay.js';
 import { foldRunLog } from '../src/audit/run-log.js';
 import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
 import { CODEC_OPTIONS, decodeEvent } from '../src/events/codec.js';

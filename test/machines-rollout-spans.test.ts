@@ -6,8 +6,8 @@
  */
 import t from 'tap';
 import { createActor, fromPromise, toPromise } from 'xstate';
-import { rolloutCompletedEvent } from '../src/actors/fact-events.js';
-import { turnResult } from '../src/actors/rollout-actors.js';
+import { rolloutCompletedEvent } from '../src/actors/orchestrator/fact-events.js';
+import { turnResult } from '../src/actors/rollout/rollout-actors.js';
 import type { EventOf } from '../src/events/catalog.js';
 import { decodeEvent, encodeEvent } from '../src/events/codec.js';
 import {

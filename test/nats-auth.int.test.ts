@@ -8,12 +8,12 @@ import { readFileSync, statSync } from 'node:fs';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import t from 'tap';
-import { connectAkbeNats } from '../src/actors/connection.js';
-import { authConfPath, NATS_ROLES, seedPath } from '../src/actors/nats-auth.js';
+import { connectAkbeNats } from '../src/actors/nats/connection.js';
+import { authConfPath, NATS_ROLES, seedPath } from '../src/actors/nats/nats-auth.js';
 import { EventStore } from '../src/events/store.js';
 import { eventSubject, serviceSubject } from '../src/events/subjects.js';
-import { syntheticRunEvents } from '../src/events/synthetic.js';
 import { withNats } from './helpers/nats.js';
+import { syntheticRunEvents } from './helpers/synthetic.js';
 
 const nats = await withNats(t);
 const store = await EventStore.open(nats.nc);

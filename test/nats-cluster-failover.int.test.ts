@@ -10,7 +10,7 @@
 import { join } from 'node:path';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import t from 'tap';
-import { runTraining } from '../src/actors/orchestrator.js';
+import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
 import { auditRun } from '../src/audit/audit.js';
 import type { AkbeEvent, EventType } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';

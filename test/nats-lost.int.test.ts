@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { connectAkbeNats, isNatsServerAlive, readServerRecord } from '../src/actors/connection.js';
+import { connectAkbeNats, isNatsServerAlive, readServerRecord } from '../src/actors/nats/connection.js';
 import { auditRun } from '../src/audit/audit.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';

@@ -7,8 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { isNatsServerAlive, readServerRecord, writeServerRecord } from '../src/actors/connection.js';
-import { startNatsServer } from '../src/actors/nats-server.js';
+import { isNatsServerAlive, readServerRecord, writeServerRecord } from '../src/actors/nats/connection.js';
+import { startNatsServer } from '../src/actors/nats/nats-server.js';
 import { runCli } from './helpers/cli.js';
 import { startCli, until } from './helpers/cli-process.js';
 

@@ -2,8 +2,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { connectLocal } from '../src/actors/connection.js';
-import { findNatsServerBinary, NatsServerMissingError, startNatsServer } from '../src/actors/nats-server.js';
+import { connectLocal } from '../src/actors/nats/connection.js';
+import {
+  findNatsServerBinary,
+  NatsServerMissingError,
+  startNatsServer,
+} from '../src/actors/nats/nats-server.js';
 
 t.test('starts a private JetStream server on a free port and stops it', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'akbe-nats-'));

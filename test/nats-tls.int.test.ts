@@ -8,9 +8,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { connectAkbeNats } from '../src/actors/connection.js';
-import { ensureNatsAuth } from '../src/actors/nats-auth.js';
-import { startNatsServer } from '../src/actors/nats-server.js';
+import { connectAkbeNats } from '../src/actors/nats/connection.js';
+import { ensureNatsAuth } from '../src/actors/nats/nats-auth.js';
+import { startNatsServer } from '../src/actors/nats/nats-server.js';
 
 function openssl(dir: string, ...args: string[]): void {
   execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });

@@ -3,16 +3,16 @@
  * an injected clock, run setup from loaded values, and the oracle rates of each learner step.
  */
 import t from 'tap';
-import { OracleRates } from '../src/actors/oracle-rates.js';
-import { runSetup } from '../src/actors/run-setup.js';
-import { StepTimer } from '../src/actors/step-timing.js';
+import { OracleRates } from '../src/actors/orchestrator/oracle-rates.js';
+import { runSetup } from '../src/actors/orchestrator/run-setup.js';
+import { StepTimer } from '../src/actors/orchestrator/step-timing.js';
 import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
 import { fold } from '../src/events/projection.js';
 import { lastCategories, resumedFrom, resumePoint } from '../src/events/projections/resume-point.js';
-import { syntheticRunEvents } from '../src/events/synthetic.js';
 import { validateTrainConfig } from '../src/rl/config.js';
 import { searchTool } from '../src/tools/search.js';
 import { group } from './helpers/rollouts.js';
+import { syntheticRunEvents } from './helpers/synthetic.js';
 
 const events = syntheticRunEvents({ runId: 'r1', steps: 3, questionsPerStep: 2 });
 

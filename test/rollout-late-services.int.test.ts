@@ -8,15 +8,15 @@
  */
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import t from 'tap';
+import { answer, unpack } from '../src/actors/nats/wire.js';
 import {
   COMMAND_STREAM,
   dispatchRollout,
   ensureRolloutQueue,
   rolloutConsumerName,
-} from '../src/actors/dispatch.js';
-import type { GenerateCall, GenerateReply } from '../src/actors/policy-service.js';
-import { RolloutWorker } from '../src/actors/rollout-worker.js';
-import { answer, unpack } from '../src/actors/wire.js';
+} from '../src/actors/orchestrator/dispatch.js';
+import { RolloutWorker } from '../src/actors/rollout/rollout-worker.js';
+import type { GenerateCall, GenerateReply } from '../src/actors/services/policy/policy-service.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { serviceSubject } from '../src/events/subjects.js';

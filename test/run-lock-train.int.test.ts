@@ -1,5 +1,5 @@
 /**
- * The run lock around runTraining (src/actors/run-lock.ts, orchestrator.ts): a second orchestrator
+ * The run lock around runTraining (src/actors/nats/run-lock.ts, orchestrator.ts): a second orchestrator
  * started on a run in progress is refused before it touches the run, and the first finishes and
  * audits clean; an orchestrator whose lock is taken over stops writing (no run.finished), one that
  * fails to start releases the lock; the CLI says the refusal in one line (`akbe train` exits 1,
@@ -10,10 +10,10 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
 import t from 'tap';
-import { RunLockedError, RunLockLostError, runTraining } from '../src/actors/orchestrator.js';
-import { type RunLockRecord, runLockKey } from '../src/actors/run-lock.js';
-import { openRunsBucket } from '../src/actors/runs-bucket.js';
-import type { TrainingOptions } from '../src/actors/training-options.js';
+import { type RunLockRecord, runLockKey } from '../src/actors/nats/run-lock.js';
+import { openRunsBucket } from '../src/actors/nats/runs-bucket.js';
+import { RunLockedError, RunLockLostError, runTraining } from '../src/actors/orchestrator/orchestrator.js';
+import type { TrainingOptions } from '../src/actors/orchestrator/training-options.js';
 import { auditRun } from '../src/audit/audit.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { processClock } from '../src/events/clock.js';

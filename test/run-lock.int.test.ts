@@ -1,5 +1,5 @@
 /**
- * The run lock (src/actors/run-lock.ts) against a real KV bucket: one holder at a time, a live
+ * The run lock (src/actors/nats/run-lock.ts) against a real KV bucket: one holder at a time, a live
  * holder refuses with a message naming it, a dead one (its pid gone on this host, or its heartbeat
  * stale) is taken over by exactly one of two contenders, release deletes only our own lock, and a
  * holder whose heartbeat is refused learns it through its signal.
@@ -14,8 +14,8 @@ import {
   RunLockLostError,
   type RunLockRecord,
   runLockKey,
-} from '../src/actors/run-lock.js';
-import { openRunsBucket } from '../src/actors/runs-bucket.js';
+} from '../src/actors/nats/run-lock.js';
+import { openRunsBucket } from '../src/actors/nats/runs-bucket.js';
 import { withNats } from './helpers/nats.js';
 
 const T0 = Date.parse('2025-01-01T00:00:00.000Z');

@@ -6,8 +6,12 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { ExternalPolicy } from '../src/actors/external-policy.js';
-import { PolicyService, requestGenerate, StalePolicyVersionError } from '../src/actors/policy-service.js';
+import { ExternalPolicy } from '../src/actors/services/policy/external-policy.js';
+import {
+  PolicyService,
+  requestGenerate,
+  StalePolicyVersionError,
+} from '../src/actors/services/policy/policy-service.js';
 import { saveCheckpoint } from '../src/gpu/checkpoint.js';
 import { initParams, validateGPTConfig } from '../src/gpu/config.js';
 import { PolicyHost } from '../src/gpu/policy-host.js';

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
 import t from 'tap';
-import { runTraining } from '../src/actors/orchestrator.js';
+import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
 import { EventStore } from '../src/events/store.js';
 import { withNats } from './helpers/nats.js';
 import { baseRunFixture, tinySpec } from './helpers/tiny-run.js';

@@ -3,7 +3,7 @@
  * tiny step with `evalQuestions: 2` on dev. The `eval before (v0)` line comes before the first
  * step and `eval after (v1)` after the last; each line's EM / TC / TP / no-tool EM equal an
  * independent evaluation of that version's checkpoint by `akbe eval`'s in-process path
- * (src/world/eval-run.ts: the policy in this process, not through the run's policy service; the
+ * (src/jobs/eval-run.ts: the policy in this process, not through the run's policy service; the
  * search brute force over the lexical embedding, not the run's hnswlib index; the same limits);
  * the before/after table on stdout carries the same numbers.
  */
@@ -13,9 +13,9 @@ import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
 import t from 'tap';
 import { main } from '../src/cli/main.js';
+import { runEval } from '../src/jobs/eval-run.js';
 import { KILL_AT_ENV } from '../src/util/kill-point.js';
 import type { EvalReport } from '../src/world/eval.js';
-import { runEval } from '../src/world/eval-run.js';
 import { runCli } from './helpers/cli.js';
 import { startCli } from './helpers/cli-process.js';
 import { withNats } from './helpers/nats.js';

@@ -11,9 +11,13 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { CheckpointStore } from '../src/actors/checkpoints.js';
-import { startPolicyHandle } from '../src/actors/roles.js';
-import { proxLogprobsOf, requestTrain, TrainerService } from '../src/actors/trainer-service.js';
+import { CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
+import { startPolicyHandle } from '../src/actors/services/roles.js';
+import {
+  proxLogprobsOf,
+  requestTrain,
+  TrainerService,
+} from '../src/actors/services/trainer/trainer-service.js';
 import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import type { TrainBatch } from '../src/rl/batch.js';
 import { withNats } from './helpers/nats.js';

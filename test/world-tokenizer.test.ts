@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { formatObservation } from '../src/index/observation.js';
+import { formatObservation } from '../src/retrieval/observation.js';
 import { TINY_WORLD } from '../src/world/config.js';
 import { generateWorld } from '../src/world/generate.js';
 import { demoTexts } from '../src/world/pretrain-data.js';

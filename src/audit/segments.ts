@@ -6,7 +6,7 @@
  *   generated  = decode(turn tokens), with a leading space after the first non-empty turn
  *   observation = ' ' + decode(observation tokens)
  *
- * which is how the rollout worker (src/actors/rollout-worker.ts) forms them. The tag grammar and
+ * which is how the rollout worker (src/actors/rollout/rollout-worker.ts) forms them. The tag grammar and
  * the answer extraction ignore whitespace between blocks, so the rebuilt texts score exactly as
  * the originals.
  */

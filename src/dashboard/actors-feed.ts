@@ -1,6 +1,6 @@
 /**
  * The live actor tree for the actors page, read from inspector relays (`akbe train --inspect`,
- * src/actors/inspect-relay.ts) as one more WebSocket viewer: the relay first replays every actor
+ * src/actors/inspect/inspect-relay.ts) as one more WebSocket viewer: the relay first replays every actor
  * registration it kept, then relays each new inspection event. The dashboard never sends on it.
  *
  * Per actor: its parent, its statechart definition (deduplicated: thousands of rollouts share one),

@@ -4,7 +4,7 @@
  * `rollout.completed.segments` get their texts decoded from the token ids with the run's world
  * tokenizer when it is on this machine, as `akbe replay` does.
  */
-import type { DashboardSource } from '../actors/dashboard-source.js';
+import type { DashboardSource } from '../actors/inspect/dashboard-source.js';
 import { configOf } from '../audit/recompute.js';
 import { foldRunLog, type RunLog } from '../audit/run-log.js';
 import { fillSegments } from '../audit/segments.js';

@@ -21,7 +21,7 @@ import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import type { DashboardSource, NatsLinkStatus } from '../actors/dashboard-source.js';
+import type { DashboardSource, NatsLinkStatus } from '../actors/inspect/dashboard-source.js';
 import { auditRunLog } from '../audit/audit.js';
 import type { AkbeEvent } from '../events/catalog.js';
 import type { ActorsFeed } from './actors-feed.js';

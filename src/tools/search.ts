@@ -1,11 +1,11 @@
 /**
  * The search tool (Search-R1's): `<search> query </search>` asks the search service
- * (`svc.search`, src/index/service.ts, backed by an hnswlib index built with `akbe index build`)
+ * (`svc.search`, src/retrieval/service.ts, backed by an hnswlib index built with `akbe index build`)
  * for the top-k passages; the observation is Search-R1's `Doc i(Title: t) text` list, each
- * document cut to an equal share of the character budget (src/index/observation.ts).
+ * document cut to an equal share of the character budget (src/retrieval/observation.ts).
  */
 import type { Json } from '../events/schema.js';
-import { formatObservation } from '../index/observation.js';
+import { formatObservation } from '../retrieval/observation.js';
 import { type ObserveOptions, type ServiceCall, type Tool, ToolReplyError } from './tool.js';
 
 export interface SearchArgs {

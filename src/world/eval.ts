@@ -1,6 +1,6 @@
 /**
  * The evaluation report of a policy on a world's questions, both paths. The rollouts come from the
- * rollout machine, the environment training rolls out in (src/actors/eval-rollouts.ts: same
+ * rollout machine, the environment training rolls out in (src/actors/rollout/eval-rollouts.ts: same
  * grammar, tool-call limit, response budget and reward), here read per group (hop x oracle label)
  * and path: EM, TC (searches per question, counted as training counts them: src/rl/metrics.ts
  * countedToolCalls), TP = sum(EM) / sum(TC), pass@k over samples. Boundary metrics on the
@@ -25,7 +25,7 @@ export interface EvalRollout {
   stopReason: string;
 }
 
-/** A rollout machine's result (src/actors/eval-rollouts.ts) as the report reads it. */
+/** A rollout machine's result (src/actors/rollout/eval-rollouts.ts) as the report reads it. */
 export function evalRolloutOf(r: RolloutResult): EvalRollout {
   return {
     questionId: r.questionId,

@@ -12,7 +12,7 @@
  *   no-tool:    <think> … </think> <answer> x </answer>
  * Generation stops at `</search>` (the environment then inserts the observation), at `</answer>`,
  * at `<eos>` or at the length limit. The reward's answer extraction (`extractAnswer`) and format
- * check (`checkFormat`) live in src/rl; the observation format in src/index/observation.ts.
+ * check (`checkFormat`) live in src/rl; the observation format in src/retrieval/observation.ts.
  */
 import type { WorldTokenizer } from './tokenizer.js';
 

@@ -1,14 +1,14 @@
 /**
  * Retrieval for the pretraining demonstrations: the same lexical embedder the search service uses
- * by default (src/index/lexical.ts, hashed TF-IDF), scored exactly (brute-force inner product) and
+ * by default (src/retrieval/lexical.ts, hashed TF-IDF), scored exactly (brute-force inner product) and
  * synchronously, so that the observations the base policy learns to read are the ones it will get
  * from `akbe` search at evaluation. Document frequencies are fitted on the FULL corpus (as the
  * search index is); only the candidate set is restricted, to keep unknown entities' passages out
  * of the mix.
  */
-import { bruteForceTopK, stackRows } from '../index/hnsw.js';
-import { LEXICAL_DEFAULTS, LexicalEmbedder } from '../index/lexical.js';
-import { formatObservation } from '../index/observation.js';
+import { bruteForceTopK, stackRows } from '../retrieval/hnsw.js';
+import { LEXICAL_DEFAULTS, LexicalEmbedder } from '../retrieval/lexical.js';
+import { formatObservation } from '../retrieval/observation.js';
 
 export interface RetrievablePassage {
   id: string;

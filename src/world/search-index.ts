@@ -7,7 +7,7 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildIndex, type IndexMeta, META_FILE, readMeta } from '../index/store.js';
+import { buildIndex, type IndexMeta, META_FILE, readMeta } from '../retrieval/store.js';
 
 export const WORLD_INDEX_DIR = 'index';
 

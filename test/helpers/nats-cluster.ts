@@ -15,8 +15,8 @@ import { join, resolve } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection, nkeyAuthenticator } from '@nats-io/transport-node';
 import type { Test } from 'tap';
-import { ensureNatsAuth, natsCredentials } from '../../src/actors/nats-auth.js';
-import { findNatsServerBinary } from '../../src/actors/nats-server.js';
+import { ensureNatsAuth, natsCredentials } from '../../src/actors/nats/nats-auth.js';
+import { findNatsServerBinary } from '../../src/actors/nats/nats-server.js';
 
 export interface ClusterNode {
   name: string;

@@ -2,16 +2,16 @@
  * A private nats-server (JetStream, temp store dir, free port, credentials required) plus a
  * connection as the orchestrator, torn down with the test. Never touches the server on port 4222.
  * akbe clients given its URL (the CLI children a test starts) find its seeds through the local
- * server registry (src/actors/nats-server.ts).
+ * server registry (src/actors/nats/nats-server.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Test } from 'tap';
-import { connectLocal } from '../../src/actors/connection.js';
-import { ensureNatsAuth, type NatsRole } from '../../src/actors/nats-auth.js';
-import { type LocalNatsServer, startNatsServer } from '../../src/actors/nats-server.js';
+import { connectLocal } from '../../src/actors/nats/connection.js';
+import { ensureNatsAuth, type NatsRole } from '../../src/actors/nats/nats-auth.js';
+import { type LocalNatsServer, startNatsServer } from '../../src/actors/nats/nats-server.js';
 
 export interface TestNats {
   server: LocalNatsServer;

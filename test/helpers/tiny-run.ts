@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
-import type { RunSpec } from '../../src/actors/roles.js';
+import type { RunSpec } from '../../src/actors/services/roles.js';
 import { type TrainConfig, validateTrainConfig } from '../../src/rl/config.js';
 
 export const FIXTURE_DIR = resolve('.akbe/test-fixtures/tiny-run-v1');
@@ -26,7 +26,7 @@ export async function tinyRunFixture(): Promise<TinyRun> {
   const { generateWorld } = await import('../../src/world/generate.js');
   const { writeWorld } = await import('../../src/world/files.js');
   const { DEFAULT_PRETRAIN } = await import('../../src/world/pretrain.js');
-  const { runPretrain } = await import('../../src/world/pretrain-run.js');
+  const { runPretrain } = await import('../../src/jobs/pretrain-run.js');
   await writeWorld(generateWorld({ ...TINY_WORLD, seed: 1 }), join(tmp, 'world'));
   await runPretrain({
     worldDir: join(tmp, 'world'),

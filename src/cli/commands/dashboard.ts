@@ -42,9 +42,9 @@ const dashboard: CommandSpec = {
     const relays = (ctx.flags.inspect as string[] | undefined) ?? ['ws://127.0.0.1:8080'];
     for (const url of relays)
       if (!/^wss?:\/\/[^/]+/.test(url)) throw new UsageError(`--inspect must be a ws:// URL, got '${url}'`);
-    const { akbeHome } = await import('../../actors/connection.js');
+    const { akbeHome } = await import('../../actors/nats/connection.js');
     const home = (ctx.flags.home as string | undefined) ?? akbeHome();
-    const { openDashboardSource } = await import('../../actors/dashboard-source.js');
+    const { openDashboardSource } = await import('../../actors/inspect/dashboard-source.js');
     const { ActorsFeed } = await import('../../dashboard/actors-feed.js');
     const { startDashboard } = await import('../../dashboard/server.js');
     const { defaultAssetsDir } = await import('../../dashboard/bundle.js');

@@ -73,7 +73,7 @@ const demo: CommandSpec = {
           .replace(/[^0-9]/g, '')
           .slice(0, 14)}`,
     );
-    const { akbeHome } = await import('../../actors/connection.js');
+    const { akbeHome } = await import('../../actors/nats/connection.js');
     const home = (ctx.flags.home as string | undefined) ?? akbeHome();
     // The world's documented locations (docs/world.md): a base built by hand is used as is.
     const worldDir = join(home, 'world');
@@ -96,7 +96,7 @@ const demo: CommandSpec = {
     } else if (!existsSync(join(baseDir, 'model.safetensors'))) {
       err.write(`demo: pretraining the base policy into ${baseDir} (first run only; resumable)\n`);
       const { DEFAULT_PRETRAIN } = await import('../../world/pretrain.js');
-      const { runPretrain } = await import('../../world/pretrain-run.js');
+      const { runPretrain } = await import('../../jobs/pretrain-run.js');
       const t0 = Date.now();
       await runPretrain({
         worldDir,

@@ -141,8 +141,8 @@ async function exportSigningSeed(
   ctx: CommandContext,
   url: string,
 ): Promise<(Uint8Array & { signer: string }) | null> {
-  const { akbeHome, natsClientOptions } = await import('../../actors/connection.js');
-  const { readSeed } = await import('../../actors/nats-auth.js');
+  const { akbeHome, natsClientOptions } = await import('../../actors/nats/connection.js');
+  const { readSeed } = await import('../../actors/nats/nats-auth.js');
   const creds = natsClientOptions(
     (ctx.flags.home as string | undefined) ?? akbeHome(),
     'orchestrator',

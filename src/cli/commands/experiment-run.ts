@@ -22,7 +22,7 @@ import { createWriteStream, mkdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { NatsConnectError, NatsLostError } from '../../actors/connection.js';
+import { NatsConnectError, NatsLostError } from '../../actors/nats/connection.js';
 import type { EventStore } from '../../events/store.js';
 import type { ExperimentSpec, PlannedRun } from '../../experiments/spec.js';
 import { SpecError } from '../../experiments/spec.js';

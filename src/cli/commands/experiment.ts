@@ -101,7 +101,7 @@ const run: CommandSpec = {
     const device = choiceFlag(ctx, 'device', DEVICES, 'cpu')!;
     const { jobConfigOf, runGrid, runStateOf } = await import('./experiment-run.js');
     for (const r of runs) await jobConfigOf(spec, r); // every cell's config is valid before any run starts
-    const { connectAkbeNats, akbeHome, readServerRecord } = await import('../../actors/connection.js');
+    const { connectAkbeNats, akbeHome, readServerRecord } = await import('../../actors/nats/connection.js');
     const { EventStore } = await import('../../events/store.js');
     const home = (ctx.flags.home as string | undefined) ?? akbeHome();
     await using nats = await connectAkbeNats({ url: ctx.flags.nats as string | undefined, home });
@@ -158,7 +158,7 @@ const report: CommandSpec = {
     const spec = await readSpec(requireString(ctx, 'spec'));
     const { planRuns } = await import('../../experiments/spec.js');
     const planned = planRuns(spec);
-    const { connectAkbeNats, akbeHome } = await import('../../actors/connection.js');
+    const { connectAkbeNats, akbeHome } = await import('../../actors/nats/connection.js');
     const { EventStore } = await import('../../events/store.js');
     const { fold } = await import('../../events/projection.js');
     const { runFigures, RUN_FIGURE_TYPES } = await import('../../events/projections/run-figures.js');

@@ -3,8 +3,8 @@
  * (hnswlib, onnxruntime, NATS) load inside `run`.
  */
 
-import { DEFAULT_CHUNK_QUERIES, DEFAULT_MAX_BODY_BYTES } from '../../index/http.js';
-import { DEFAULT_RETRIEVE_LIMITS } from '../../index/retrieve-request.js';
+import { DEFAULT_CHUNK_QUERIES, DEFAULT_MAX_BODY_BYTES } from '../../retrieval/http.js';
+import { DEFAULT_RETRIEVE_LIMITS } from '../../retrieval/retrieve-request.js';
 import {
   type CommandSpec,
   choiceFlag,
@@ -64,7 +64,7 @@ const build: CommandSpec = {
       efConstruction: intFlag(ctx, 'ef-construction', { min: 8, max: 4096 })!,
     };
     const batchSize = intFlag(ctx, 'batch-size', { min: 1, max: 8192 })!;
-    const { buildIndex } = await import('../../index/store.js');
+    const { buildIndex } = await import('../../retrieval/store.js');
     let embedder: Parameters<typeof buildIndex>[0]['embedder'];
     if (kind === 'e5') {
       const model = optionalString(ctx, 'model');
@@ -118,8 +118,8 @@ const search: CommandSpec = {
     if (queries.length === 0) throw new UsageError('missing required flag --query');
     const k = intFlag(ctx, 'topk', { min: 1, max: 1000 })!;
     const ef = intFlag(ctx, 'ef', { min: 1, max: 100000 })!;
-    const { IndexSearcher } = await import('../../index/searcher.js');
-    const { formatObservation } = await import('../../index/observation.js');
+    const { IndexSearcher } = await import('../../retrieval/searcher.js');
+    const { formatObservation } = await import('../../retrieval/observation.js');
     await using searcher = await IndexSearcher.open(dir, {
       model: optionalString(ctx, 'model'),
       vocab: optionalString(ctx, 'vocab'),
@@ -216,13 +216,13 @@ const serve: CommandSpec = {
     const runId = requireString(ctx, 'run');
     const ef = intFlag(ctx, 'ef', { min: 1, max: 100000 })!;
     if (httpOnly && port === undefined) throw new UsageError('--http-only needs --http PORT');
-    const { searchSubject } = await import('../../index/search-request.js');
+    const { searchSubject } = await import('../../retrieval/search-request.js');
     try {
       searchSubject(runId);
     } catch {
       throw new UsageError(`--run '${runId}' must be one NATS subject token (letters, digits, _ and -)`);
     }
-    const { IndexSearcher } = await import('../../index/searcher.js');
+    const { IndexSearcher } = await import('../../retrieval/searcher.js');
     const searcher = await IndexSearcher.open(dir, {
       model: optionalString(ctx, 'model'),
       vocab: optionalString(ctx, 'vocab'),
@@ -231,8 +231,8 @@ const serve: CommandSpec = {
     const stops: Array<() => Promise<void>> = [() => searcher.close()];
     try {
       if (!httpOnly) {
-        const { connectAkbeNats } = await import('../../actors/connection.js');
-        const { SearchService } = await import('../../actors/search-service.js');
+        const { connectAkbeNats } = await import('../../actors/nats/connection.js');
+        const { SearchService } = await import('../../actors/services/search/search-service.js');
         const nats = await connectAkbeNats({
           url: optionalString(ctx, 'nats'),
           name: `akbe-search-${runId}`,
@@ -247,7 +247,7 @@ const serve: CommandSpec = {
         );
       }
       if (port !== undefined) {
-        const { startRetrievalHttpServer } = await import('../../index/http.js');
+        const { startRetrievalHttpServer } = await import('../../retrieval/http.js');
         const http = await startRetrievalHttpServer(searcher, {
           port,
           host: optionalString(ctx, 'host'),

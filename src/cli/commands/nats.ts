@@ -10,11 +10,11 @@ import { type CommandSpec, intFlag, UsageError } from '../command.js';
 import { HOME_FLAG } from '../common-flags.js';
 
 async function connection() {
-  return import('../../actors/connection.js');
+  return import('../../actors/nats/connection.js');
 }
 
 async function detachedServer() {
-  return import('../../actors/detached-server.js');
+  return import('../../actors/nats/detached-server.js');
 }
 
 function fmtBytes(n: number): string {
@@ -99,7 +99,7 @@ const status: CommandSpec = {
   },
   async run(ctx) {
     const { akbeHome, connectAkbeNats, liveServerRecord } = await connection();
-    const { streamSummaries } = await import('../../actors/stream-summaries.js');
+    const { streamSummaries } = await import('../../actors/nats/stream-summaries.js');
     const home = typeof ctx.flags.home === 'string' ? ctx.flags.home : akbeHome();
     const url = ctx.flags.nats as string | undefined;
     const record = url || process.env.NATS_URL ? null : liveServerRecord(home);
@@ -149,7 +149,7 @@ const auth: CommandSpec = {
   async run(ctx) {
     const { akbeHome } = await connection();
     const { ensureNatsAuth, natsAuthDir, NATS_ROLES, seedPath, authConfPath } = await import(
-      '../../actors/nats-auth.js'
+      '../../actors/nats/nats-auth.js'
     );
     const home = typeof ctx.flags.home === 'string' ? ctx.flags.home : akbeHome();
     const dir = ensureNatsAuth(natsAuthDir(home));

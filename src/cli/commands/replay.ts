@@ -14,7 +14,7 @@ import { CONNECTION_FLAGS, runFlag } from '../common-flags.js';
  * counted); the caller closes `nats`.
  */
 export async function openEventStore(ctx: CommandContext) {
-  const { connectAkbeNats } = await import('../../actors/connection.js');
+  const { connectAkbeNats } = await import('../../actors/nats/connection.js');
   const { EventStore } = await import('../../events/store.js');
   const nats = await connectAkbeNats({
     url: ctx.flags.nats as string | undefined,
@@ -254,7 +254,7 @@ const replay: CommandSpec = {
     }
 
     if (ctx.flags.rerun === true && !inspect) {
-      const { replayRun } = await import('../../actors/inspect-replay.js');
+      const { replayRun } = await import('../../actors/inspect/inspect-replay.js');
       const r = await replayRun(log, { turnText: await runTurnText(ctx, log) });
       for (const d of r.divergences) ctx.out.write(`DIVERGENCE seq ${d.seq}: ${d.what}\n`);
       ctx.err.write(
@@ -264,8 +264,8 @@ const replay: CommandSpec = {
     }
 
     if (inspect) {
-      const { startInspector } = await import('../../actors/inspect.js');
-      const { replayRun } = await import('../../actors/inspect-replay.js');
+      const { startInspector } = await import('../../actors/inspect/inspect.js');
+      const { replayRun } = await import('../../actors/inspect/inspect-replay.js');
       const turnText = await runTurnText(ctx, log);
       await using insp = await startInspector({ port, open: !process.env.CI });
       ctx.err.write(

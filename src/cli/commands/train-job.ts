@@ -13,17 +13,20 @@ import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import YAML from 'yaml';
-import { type AkbeNats, akbeHome, connectAkbeNats, NatsLostError } from '../../actors/connection.js';
-import { evaluateSplit, formatBeforeAfter, type SplitScore } from '../../actors/evaluate.js';
-import { DEFAULT_KEEP_CHECKPOINTS, keepCheckpointsProblem } from '../../actors/keep-checkpoints.js';
-import { formatStepLine, runTraining } from '../../actors/orchestrator.js';
+import {
+  DEFAULT_KEEP_CHECKPOINTS,
+  keepCheckpointsProblem,
+} from '../../actors/checkpoints/keep-checkpoints.js';
+import { type AkbeNats, akbeHome, connectAkbeNats, NatsLostError } from '../../actors/nats/connection.js';
+import { formatStepLine, runTraining } from '../../actors/orchestrator/orchestrator.js';
+import { evaluateSplit, formatBeforeAfter, type SplitScore } from '../../actors/rollout/evaluate.js';
 import {
   type EngineOptions,
   type EvalSettings,
   type RunSpec,
   readRunSpec,
   runEnvironment,
-} from '../../actors/roles.js';
+} from '../../actors/services/roles.js';
 import { createEvent } from '../../events/catalog.js';
 import { EventStore } from '../../events/store.js';
 import { checkpointLimits } from '../../gpu/checkpoint.js';

@@ -1,7 +1,7 @@
 /**
  * `akbe train --algo A --config FILE [--steps N] [--frozen-policy DIR|run:ID] [--run-id ID] [--resume]
  * [--inspect [--inspect-port P]] [--engine URL]`: trains a policy on a world with GRPO (+ AKBE), every effect over
- * NATS (see src/actors/orchestrator.ts); `--inspect` shows every machine live in the Stately
+ * NATS (see src/actors/orchestrator/orchestrator.ts); `--inspect` shows every machine live in the Stately
  * inspector (docs/inspector.md); `--engine` decodes the rollouts on an external inference engine
  * (docs/models.md).
  * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
@@ -57,7 +57,7 @@ export async function startTrainInspector(ctx: CommandContext) {
     if (ctx.flags['inspect-port'] !== '8080') throw new UsageError('--inspect-port needs --inspect');
     return null;
   }
-  const { startInspector } = await import('../../actors/inspect.js');
+  const { startInspector } = await import('../../actors/inspect/inspect.js');
   const insp = await startInspector({ port, open: !process.env.CI });
   ctx.err.write(
     `inspector: open ${insp.url} (the Stately inspector, fed by the relay at ${insp.wsUrl}; docs/inspector.md)\n`,

@@ -33,15 +33,15 @@ const worker: CommandSpec = {
     for (const r of given)
       if (!(ROLE_CHOICES as readonly string[]).includes(r))
         throw new UsageError(`--role must be ${ROLE_CHOICES.join('|')} (comma-separated), got '${r}'`);
-    const { ROLES, readRunSpec, startRoles } = await import('../../actors/roles.js');
+    const { ROLES, readRunSpec, startRoles } = await import('../../actors/services/roles.js');
     const roles = given.includes('all') ? [...ROLES] : (given as (typeof ROLES)[number][]);
-    const { connectAkbeNats, akbeHome } = await import('../../actors/connection.js');
+    const { connectAkbeNats, akbeHome } = await import('../../actors/nats/connection.js');
     const { EventStore } = await import('../../events/store.js');
     const { defaultReplicas } = await import('../../events/streams.js');
-    const { CheckpointStore } = await import('../../actors/checkpoints.js');
-    const { DEFAULT_KEEP_CHECKPOINTS } = await import('../../actors/keep-checkpoints.js');
-    const { recordedInLog } = await import('../../actors/checkpoint-records.js');
-    const { ensureRolloutQueue } = await import('../../actors/dispatch.js');
+    const { CheckpointStore } = await import('../../actors/checkpoints/checkpoints.js');
+    const { DEFAULT_KEEP_CHECKPOINTS } = await import('../../actors/checkpoints/keep-checkpoints.js');
+    const { recordedInLog } = await import('../../actors/checkpoints/checkpoint-records.js');
+    const { ensureRolloutQueue } = await import('../../actors/orchestrator/dispatch.js');
     const home = (ctx.flags.home as string | undefined) ?? akbeHome();
     await using nats = await connectAkbeNats({
       url: ctx.flags.nats as string | undefined,

@@ -111,7 +111,7 @@ export const worldCommands: CommandSpec[] = [
     async run(ctx) {
       const { DEVICE_CHOICES } = await import('../../gpu/session.js');
       const { bucketsFor, DEFAULT_PRETRAIN } = await import('../../world/pretrain.js');
-      const { runPretrain } = await import('../../world/pretrain-run.js');
+      const { runPretrain } = await import('../../jobs/pretrain-run.js');
       const { readWorldSummary } = await import('../../world/files.js');
       const int = (name: string, min = 1) => intFlag(ctx, name, { min })!;
       const worldDir = requireString(ctx, 'world');
@@ -196,7 +196,7 @@ export const worldCommands: CommandSpec[] = [
       const batch = intFlag(ctx, 'batch', { min: 1 })!;
       const checkpoint = requireString(ctx, 'checkpoint');
       const worldDir = requireString(ctx, 'world');
-      const { runEval } = await import('../../world/eval-run.js');
+      const { runEval } = await import('../../jobs/eval-run.js');
       const out = await runEval({
         checkpoint,
         worldDir,

@@ -1,0 +1,38 @@
+/**
+ * What a run's log records about its checkpoints, for a process that does not fold the log itself
+ * (`akbe worker`): CheckpointStore's `recorded` lookup.
+ */
+import type { EventStore } from '../../events/store.js';
+
+/**
+ * The sha256 a run's log records for a version (a worker's `recorded` lookup): run.started's
+ * `basePolicySha256` for v0, policy.published for the others. A version just trained may be asked
+ * for a moment before its policy.published is stored: the lookup waits up to `waitMs` for it, then
+ * says so and answers undefined (the copy is then checked for its format only).
+ */
+export function recordedInLog(
+  store: EventStore,
+  runId: string,
+  opts: { waitMs?: number; log?: (line: string) => void } = {},
+): (version: number) => Promise<string | undefined> {
+  return async (version) => {
+    if (version === 0) {
+      for await (const { event } of store.replayType(runId, 'run.started')) {
+        const sha = event.data.config.basePolicySha256;
+        return typeof sha === 'string' ? sha : undefined;
+      }
+      return undefined;
+    }
+    const deadline = Date.now() + (opts.waitMs ?? 30_000);
+    for (;;) {
+      for await (const { event } of store.replayType(runId, 'policy.published'))
+        if (event.data.version === version) return event.data.sha256;
+      if (Date.now() >= deadline) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    opts.log?.(
+      `run ${runId}: no policy.published for v${version} in the log; checking its checkpoint's format only`,
+    );
+    return undefined;
+  };
+}

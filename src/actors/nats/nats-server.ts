@@ -1,0 +1,257 @@
+/**
+ * The NATS server lifecycle: start a private nats-server child process with JetStream under the
+ * project data dir, requiring credentials (src/actors/nats/nats-auth.ts), wait until it is ready and
+ * stop it on exit. A watchdog stops it too when this process dies without running exit hooks
+ * (SIGKILL, OOM): akbe's own server never outlives akbe for more than about a second.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { accessSync, constants, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join } from 'node:path';
+import { authConfPath, ensureNatsAuth, natsAuthDir } from './nats-auth.js';
+
+export const NATS_INSTALL_HINT = 'apt-get install -y nats-server';
+
+export class NatsServerMissingError extends Error {
+  constructor() {
+    super(
+      `nats-server not found on PATH or at /usr/sbin/nats-server; install it with: ${NATS_INSTALL_HINT} (or set NATS_URL)`,
+    );
+    this.name = 'NatsServerMissingError';
+  }
+}
+
+export class NatsServerStartError extends Error {
+  constructor(
+    message: string,
+    readonly log: string,
+  ) {
+    super(message);
+    this.name = 'NatsServerStartError';
+  }
+}
+
+/** The nats-server binary: PATH first, then Debian's location. Null when there is none. */
+export function findNatsServerBinary(
+  env: NodeJS.ProcessEnv = process.env,
+  fallbacks: readonly string[] = ['/usr/sbin/nats-server'],
+): string | null {
+  const dirs = (env.PATH ?? '').split(delimiter).filter(Boolean);
+  for (const candidate of [...dirs.map((d) => join(d, 'nats-server')), ...fallbacks]) {
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here; keep looking
+    }
+  }
+  return null;
+}
+
+export interface StartNatsOptions {
+  /** JetStream store directory (created if missing). */
+  storeDir: string;
+  /** Client port; 0 (default) lets the server pick a free one. */
+  port?: number;
+  host?: string;
+  /** Milliseconds to wait for "Server is ready". */
+  readyTimeoutMs?: number;
+  /** Extra command-line arguments (e.g. `['-c', 'infra/nats/nats-server.conf']`). */
+  args?: string[];
+  /** Path to the binary; found with `findNatsServerBinary` when omitted. */
+  binary?: string;
+  /**
+   * Auth dir whose auth.conf the server loads (created with fresh seeds when missing). Default:
+   * `AKBE_NATS_AUTH_DIR`, else `auth` beside the store dir. `false` runs an open server (only for
+   * a caller that brings its own `-c` config with authorization in `args`).
+   */
+  auth?: string | false;
+  /** Stop the server when this process dies, even by SIGKILL (default true). */
+  watchParent?: boolean;
+}
+
+export interface LocalNatsServer extends AsyncDisposable {
+  readonly url: string;
+  readonly port: number;
+  readonly storeDir: string;
+  readonly pid: number;
+  readonly process: ChildProcess;
+  /** The auth dir the server trusts (seeds `<role>.nk` inside), or null for an open server. */
+  readonly authDir: string | null;
+  /** Stops the server (SIGTERM, then SIGKILL after 5 s) and waits for it to exit. */
+  stop(): Promise<void>;
+  /** Kills the server at once (SIGKILL), as a crash would. */
+  kill(): Promise<void>;
+}
+
+const running = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  // A child server must never outlive the process that started it (`akbe nats up` spawns its own
+  // detached server with its log in a file: see src/actors/nats/connection.ts).
+  process.once('exit', () => {
+    for (const child of running) child.kill('SIGKILL');
+  });
+}
+
+/** Starts nats-server with JetStream and resolves once it accepts clients. */
+export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNatsServer> {
+  const binary = opts.binary ?? findNatsServerBinary();
+  if (!binary) throw new NatsServerMissingError();
+  mkdirSync(opts.storeDir, { recursive: true });
+  const host = opts.host ?? '127.0.0.1';
+  const port = opts.port ?? 0;
+  const authDir =
+    opts.auth === false ? null : ensureNatsAuth(opts.auth ?? natsAuthDir(dirname(opts.storeDir)));
+  const args = [
+    ...(authDir ? ['-c', authConfPath(authDir)] : []),
+    '-a',
+    host,
+    '-p',
+    port === 0 ? '-1' : String(port),
+    '-js',
+    '-sd',
+    opts.storeDir,
+    ...(opts.args ?? []),
+  ];
+  const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
+  installExitHook();
+  let log = '';
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.once('exit', () => running.delete(child));
+
+  const actualPort = await new Promise<number>((resolve, reject) => {
+    let clientPort = 0;
+    const timer = setTimeout(
+      () =>
+        reject(
+          new NatsServerStartError(
+            `nats-server did not become ready within ${opts.readyTimeoutMs ?? 10_000} ms`,
+            log,
+          ),
+        ),
+      opts.readyTimeoutMs ?? 10_000,
+    );
+    const onData = (chunk: Buffer) => {
+      // Keep only the tail: a long run's server log must not grow this process's memory.
+      log = (log + chunk.toString()).slice(-16_384);
+      const m = /Listening for client connections on [^\s]*:(\d+)/.exec(log);
+      if (m) clientPort = Number(m[1]);
+      if (clientPort && /Server is ready/.test(log)) {
+        clearTimeout(timer);
+        resolve(clientPort);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(new NatsServerStartError(`nats-server failed to start: ${err.message}`, log));
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(
+        new NatsServerStartError(
+          `nats-server exited with code ${code} before it was ready: ${lastLines(log)}`,
+          log,
+        ),
+      );
+    });
+  });
+
+  const watchdog = opts.watchParent === false ? null : watchParent(child.pid!);
+  if (authDir) registerLocalServer(actualPort, child.pid!, authDir);
+  child.once('exit', () => unregisterLocalServer(actualPort, child.pid!));
+  const stopWith = async (signal: NodeJS.Signals) => {
+    watchdog?.kill('SIGKILL');
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill(signal);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+    await exited;
+    clearTimeout(timer);
+  };
+  child.once('exit', () => watchdog?.kill('SIGKILL'));
+  return {
+    url: `nats://${host}:${actualPort}`,
+    port: actualPort,
+    storeDir: opts.storeDir,
+    pid: child.pid!,
+    process: child,
+    authDir,
+    stop: () => stopWith('SIGTERM'),
+    kill: () => stopWith('SIGKILL'),
+    [Symbol.asyncDispose]: () => stopWith('SIGTERM'),
+  };
+}
+
+/**
+ * A tiny sh process that polls this process's pid each second and stops the server once it is
+ * gone: exit hooks do not run on SIGKILL, and Node cannot ask the kernel for PR_SET_PDEATHSIG.
+ * It checks that the pid still runs nats-server before signalling (pids are reused).
+ */
+export function watchParent(serverPid: number, parentPid = process.pid): ChildProcess {
+  const script = [
+    `while kill -0 ${parentPid} 2>/dev/null && kill -0 ${serverPid} 2>/dev/null; do sleep 1; done`,
+    `grep -q nats-server /proc/${serverPid}/cmdline 2>/dev/null || exit 0`,
+    `kill -TERM ${serverPid} 2>/dev/null; sleep 5`,
+    `grep -q nats-server /proc/${serverPid}/cmdline 2>/dev/null && kill -KILL ${serverPid} 2>/dev/null`,
+    'exit 0',
+  ].join('\n');
+  const dog = spawn('/bin/sh', ['-c', script], { stdio: 'ignore', detached: true });
+  dog.unref();
+  return dog;
+}
+
+/**
+ * Loopback servers akbe started, by port, with their auth dir: so that a client given only
+ * `--nats nats://127.0.0.1:PORT` (a worker in another shell, a test's CLI child) finds the
+ * credentials. The folder is this user's alone (0700, checked owner); seeds stay in the auth dir.
+ */
+export function localServerRegistry(): string | null {
+  const dir = join(tmpdir(), `akbe-${process.getuid?.() ?? 'user'}`, 'nats-servers');
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const st = lstatSync(dir);
+    const parent = lstatSync(dirname(dir));
+    const mine = (s: typeof st) =>
+      s.isDirectory() && (process.getuid === undefined || s.uid === process.getuid());
+    if (!mine(st) || !mine(parent) || (st.mode & 0o077) !== 0 || (parent.mode & 0o022) !== 0) return null;
+    return dir;
+  } catch {
+    return null;
+  }
+}
+
+export interface LocalServerEntry {
+  pid: number;
+  authDir: string;
+}
+
+export function registerLocalServer(port: number, pid: number, authDir: string): void {
+  const dir = localServerRegistry();
+  if (dir) writeFileSync(join(dir, `${port}.json`), JSON.stringify({ pid, authDir }), { mode: 0o600 });
+}
+
+export function unregisterLocalServer(port: number, pid: number): void {
+  const dir = localServerRegistry();
+  if (dir && readLocalServer(port)?.pid === pid) rmSync(join(dir, `${port}.json`), { force: true });
+}
+
+/** The registered entry for a loopback port (the caller checks that its pid still runs). */
+export function readLocalServer(port: number): LocalServerEntry | null {
+  const dir = localServerRegistry();
+  if (!dir) return null;
+  try {
+    return JSON.parse(readFileSync(join(dir, `${port}.json`), 'utf8')) as LocalServerEntry;
+  } catch {
+    return null;
+  }
+}
+
+function lastLines(log: string): string {
+  return log.trim().split('\n').slice(-3).join(' | ');
+}
