@@ -29,7 +29,7 @@ import { connectLocal } from '../src/actors/nats/connection.js';
 import { startNatsServer } from '../src/actors/nats/nats-server.js';
 import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
 import { evaluateSplit } from '../src/actors/rollout/evaluate.js';
-import { runEnvironment } from '../src/actors/services/roles.js';
+import { runEnvironment } from '../src/actors/roles/roles.js';
 import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { checkpointLimits } from '../src/gpu/checkpoint.js';

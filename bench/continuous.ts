@@ -29,7 +29,7 @@ import { formatObservation } from '../src/retrieval/observation.js';
 import { deriveSeed } from '../src/util/rng.js';
 import { DEFAULT_WORLD } from '../src/world/config.js';
 import { generateWorld } from '../src/world/generate.js';
-import { informationBlock, promptIds, stopIds } from '../src/world/prompts.js';
+import { informationBlock, promptIds, stopIds } from '../src/text/prompts.js';
 import { median } from './probe.js';
 import { Batcher } from './static-batcher.js';
 

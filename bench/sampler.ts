@@ -24,7 +24,7 @@ import { type Sample, type SamplingOptions, sampleRow } from '../src/gpu/sampler
 import { deriveSeed, Rng } from '../src/util/rng.js';
 import { DEFAULT_WORLD } from '../src/world/config.js';
 import { generateWorld } from '../src/world/generate.js';
-import { promptIds } from '../src/world/prompts.js';
+import { promptIds } from '../src/text/prompts.js';
 import { median } from './probe.js';
 import { sampleRowBaseline } from './sampler-baseline.js';
 

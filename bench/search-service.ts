@@ -2,7 +2,7 @@
  * The training search service against the brute-force lexical scan the search role rebuilt from
  * the corpus before issue 12 (the baseline, kept here verbatim), in the same process, on the same
  * queries, through the same `search(queries, 3)` call the service makes:
- *   - `service`: the index as the search role opens it (src/actors/services/roles.ts: a lexical index whose
+ *   - `service`: the index as the search role opens it (src/actors/roles/roles.ts: a lexical index whose
  *     passages fit in memory is searched exactly through its inverted view, src/retrieval/inverted.ts);
  *   - `hnsw`: the same index through its hnswlib graph at the training ef (512).
  *
@@ -64,7 +64,7 @@ function worldText(target: number): { corpus: Passage[]; queries: string[] } {
   return { corpus: target > 0 ? corpus.slice(0, target) : corpus, queries };
 }
 
-/** The search role's backend before issue 12 (src/actors/services/roles.ts `worldSearchBackend`), verbatim. */
+/** The search role's backend before issue 12 (src/actors/roles/roles.ts `worldSearchBackend`), verbatim. */
 function bruteForceBackend(corpus: Passage[]): SearchBackend {
   const embedder = LexicalEmbedder.fit(
     corpus.map((p) => p.contents),

@@ -1,12 +1,12 @@
 /**
- * The audit against the integration's own event sink (src/actors/orchestrator/event-sink.ts `factToEvent`):
+ * The audit against the integration's own event sink (src/actors/log/event-sink.ts `factToEvent`):
  * the machines' facts of a small run, mapped by the sink, audit clean. What the sink does not
  * record yet may only appear as notes (parts not checked), never as mismatches.
  */
 import t from 'tap';
 import { createActor, toPromise } from 'xstate';
 import { ReplayUnavailableError, replayRun } from '../src/actors/inspect/inspect-replay.js';
-import { factToEvent } from '../src/actors/orchestrator/fact-events.js';
+import { factToEvent } from '../src/actors/log/fact-events.js';
 import { OracleRates } from '../src/actors/orchestrator/oracle-rates.js';
 import { auditRun, auditRunLog } from '../src/audit/audit.js';
 import { foldRunLog } from '../src/audit/run-log.js';

@@ -22,15 +22,12 @@ import { join } from 'node:path';
 import { Objm } from '@nats-io/obj';
 import t, { type Test } from 'tap';
 import { recordedInLog } from '../src/actors/checkpoints/checkpoint-records.js';
-import {
-  CHECKPOINT_BUCKET,
-  CheckpointIntegrityError,
-  CheckpointStore,
-} from '../src/actors/checkpoints/checkpoints.js';
+import { CheckpointIntegrityError, CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
 import { createEvent } from '../src/events/catalog.js';
 import { foldRun } from '../src/events/projection.js';
 import { resumePoint } from '../src/events/projections/resume-point.js';
 import { EventStore } from '../src/events/store.js';
+import { CHECKPOINT_BUCKET } from '../src/events/subjects.js';
 import { encodeSafetensors } from '../src/gpu/safetensors.js';
 import { withNats } from './helpers/nats.js';
 

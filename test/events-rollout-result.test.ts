@@ -1,6 +1,6 @@
 import { Packr } from 'msgpackr';
 import t from 'tap';
-import { rolloutCompletedEvent } from '../src/actors/orchestrator/fact-events.js';
+import { rolloutCompletedEvent } from '../src/actors/log/fact-events.js';
 import { recomputeOutcome } from '../src/audit/recompute.js';
 import type { EventOf } from '../src/events/catalog.js';
 import { CODEC_OPTIONS, decodeEvent, encodeEvent } from '../src/events/codec.js';

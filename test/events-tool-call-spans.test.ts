@@ -7,7 +7,7 @@
  */
 import { Packr } from 'msgpackr';
 import t from 'tap';
-import { rolloutCompletedEvent } from '../src/actors/orchestrator/fact-events.js';
+import { rolloutCompletedEvent } from '../src/actors/log/fact-events.js';
 import { parseEventJson } from '../src/audit/jsonl.js';
 import { CURRENT_VERSION, type EventOf } from '../src/events/catalog.js';
 import { CODEC_OPTIONS, decodeEvent, encodeEvent, eventToJsonLine } from '../src/events/codec.js';

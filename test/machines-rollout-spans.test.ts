@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { createActor, fromPromise, toPromise } from 'xstate';
-import { rolloutCompletedEvent } from '../src/actors/orchestrator/fact-events.js';
+import { rolloutCompletedEvent } from '../src/actors/log/fact-events.js';
 import { turnResult } from '../src/actors/rollout/rollout-actors.js';
 import type { EventOf } from '../src/events/catalog.js';
 import { decodeEvent, encodeEvent } from '../src/events/codec.js';
@@ -19,7 +19,7 @@ import {
   type ToolResult,
 } from '../src/machines/rollout.js';
 import { worldEnvironment } from '../src/text/environment.js';
-import { WorldTokenizer } from '../src/world/tokenizer.js';
+import { WorldTokenizer } from '../src/text/word-tokenizer.js';
 import { fakeSearch, type ScriptedCalls, scriptedGenerate, ToyTokenizer } from './helpers/scripted-policy.js';
 
 function input(over: Partial<RolloutInput> = {}): RolloutInput {

@@ -8,7 +8,7 @@
  * required for offline-akbe and refused elsewhere.
  */
 import t from 'tap';
-import { runSpecOf } from '../src/actors/services/roles.js';
+import { runSpecOf } from '../src/actors/roles/roles.js';
 import { prepareStep } from '../src/machines/learner.js';
 import { getAlgorithm, lossTermsFor } from '../src/rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG, validateTrainConfig } from '../src/rl/config.js';

@@ -9,20 +9,16 @@
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import t from 'tap';
 import { answer, unpack } from '../src/actors/nats/wire.js';
-import {
-  COMMAND_STREAM,
-  dispatchRollout,
-  ensureRolloutQueue,
-  rolloutConsumerName,
-} from '../src/actors/orchestrator/dispatch.js';
+import { dispatchRollout, ensureRolloutQueue } from '../src/actors/orchestrator/dispatch.js';
+import { rolloutConsumerName } from '../src/actors/rollout/protocol.js';
 import { RolloutWorker } from '../src/actors/rollout/rollout-worker.js';
 import type { GenerateCall, GenerateReply } from '../src/actors/services/policy/policy-service.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
-import { serviceSubject } from '../src/events/subjects.js';
+import { COMMAND_STREAM, serviceSubject } from '../src/events/subjects.js';
 import { rolloutIdOf } from '../src/machines/question.js';
 import { worldEnvironment } from '../src/text/environment.js';
-import { WorldTokenizer } from '../src/world/tokenizer.js';
+import { WorldTokenizer } from '../src/text/word-tokenizer.js';
 import { withNats } from './helpers/nats.js';
 
 t.test('a rollout waits for a policy and a search service that start late: first delivery', async (t) => {

@@ -4,8 +4,8 @@ import { checkFormat } from '../src/rl/format.js';
 import { extractAnswer } from '../src/rl/reward.js';
 import { hfCodec } from '../src/text/codec.js';
 import { searchR1Environment, worldEnvironment } from '../src/text/environment.js';
-import { promptIds } from '../src/world/prompts.js';
-import { WorldTokenizer } from '../src/world/tokenizer.js';
+import { promptIds } from '../src/text/prompts.js';
+import { WorldTokenizer } from '../src/text/word-tokenizer.js';
 import { qwen3Tokenizer } from './helpers/hf-files.js';
 
 async function qwen3Env() {

@@ -10,7 +10,7 @@ import { parseTurn, toolCallChars } from '../src/rl/format.js';
 import { hfCodec } from '../src/text/codec.js';
 import { searchR1Environment, worldEnvironment } from '../src/text/environment.js';
 import { tokensOfChars, toolCallTokenSpan } from '../src/text/token-span.js';
-import { WorldTokenizer } from '../src/world/tokenizer.js';
+import { WorldTokenizer } from '../src/text/word-tokenizer.js';
 import { qwen3Tokenizer } from './helpers/hf-files.js';
 
 t.test('toolCallChars: the stripped query and the call, in raw-text offsets', async (t) => {

@@ -3,10 +3,10 @@
  */
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { factToEvent, stepOfRolloutId } from '../src/actors/orchestrator/fact-events.js';
+import { factToEvent, stepOfRolloutId } from '../src/actors/log/fact-events.js';
 import { formatStepLine } from '../src/actors/orchestrator/orchestrator.js';
 import { runSetup } from '../src/actors/orchestrator/run-setup.js';
-import { runSpecOf } from '../src/actors/services/roles.js';
+import { runSpecOf } from '../src/actors/roles/roles.js';
 import { ConfigFileError, parseJobConfig, runEvalSettings } from '../src/cli/commands/train-job.js';
 import { createEvent, validateEvent } from '../src/events/catalog.js';
 import { ManualClock } from '../src/events/clock.js';

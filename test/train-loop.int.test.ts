@@ -10,7 +10,7 @@ import { jetstream } from '@nats-io/jetstream';
 import t from 'tap';
 import { CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
 import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
-import { runSpecOf } from '../src/actors/services/roles.js';
+import { runSpecOf } from '../src/actors/roles/roles.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { withNats } from './helpers/nats.js';

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
-import { startPolicyHandle } from '../src/actors/services/roles.js';
+import { startPolicyHandle } from '../src/actors/roles/roles.js';
 import {
   proxLogprobsOf,
   requestTrain,

@@ -3,11 +3,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { formatObservation } from '../src/retrieval/observation.js';
+import { INSTRUCTIONS, promptIds, promptText } from '../src/text/prompts.js';
+import {
+  FIXED_TOKENS,
+  pieces,
+  TAGS,
+  TokenizerFileError,
+  WorldTokenizer,
+} from '../src/text/word-tokenizer.js';
 import { TINY_WORLD } from '../src/world/config.js';
 import { generateWorld } from '../src/world/generate.js';
 import { demoTexts } from '../src/world/pretrain-data.js';
-import { INSTRUCTIONS, promptIds, promptText } from '../src/world/prompts.js';
-import { FIXED_TOKENS, pieces, TAGS, TokenizerFileError, WorldTokenizer } from '../src/world/tokenizer.js';
 
 const world = generateWorld({ ...TINY_WORLD, seed: 5 });
 const tok = world.tokenizer;

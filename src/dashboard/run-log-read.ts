@@ -4,12 +4,13 @@
  * `rollout.completed.segments` get their texts decoded from the token ids with the run's world
  * tokenizer when it is on this machine, as `akbe replay` does.
  */
-import type { DashboardSource } from '../actors/inspect/dashboard-source.js';
+
 import { configOf } from '../audit/recompute.js';
 import { foldRunLog, type RunLog } from '../audit/run-log.js';
 import { fillSegments } from '../audit/segments.js';
 import type { BoundaryCategory } from '../events/catalog.js';
 import { readWorldTokenizer } from '../world/files.js';
+import type { DashboardSource } from './source.js';
 
 export class DashboardNotFoundError extends Error {
   constructor(readonly what: string) {

@@ -21,7 +21,6 @@ import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import type { DashboardSource, NatsLinkStatus } from '../actors/inspect/dashboard-source.js';
 import { auditRunLog } from '../audit/audit.js';
 import type { AkbeEvent } from '../events/catalog.js';
 import type { ActorsFeed } from './actors-feed.js';
@@ -32,6 +31,7 @@ import { questionView } from './question-view.js';
 import { RunIndex } from './run-index.js';
 import { DashboardNotFoundError, questionList, readRunLog } from './run-log-read.js';
 import { stepPoint } from './run-view.js';
+import type { DashboardSource, NatsLinkStatus } from './source.js';
 
 export class DashboardPortInUseError extends Error {
   constructor(

@@ -189,7 +189,9 @@ export const float32Array = (): Schema<Float32Array> => typedArray(Float32Array,
 export const mask = (): Schema<Uint8Array> => typedArray(Uint8Array, (x) => x === 0 || x === 1, '0 or 1');
 
 /** Any JSON value: plain objects, arrays, strings, finite numbers, booleans, null. */
-export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+export type { Json } from '../util/json.js';
+
+import type { Json } from '../util/json.js';
 
 export function json(): Schema<Json> {
   const check = (v: unknown, p: string): void => {

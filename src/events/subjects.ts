@@ -15,6 +15,11 @@ import { InvalidRunIdError } from './errors.js';
 
 export const EVENTS_STREAM = 'AKBE_EVENTS';
 export const EVENTS_SUBJECTS = 'akbe.*.evt.>';
+/** The work queue of rollout commands (akbe.<run>.cmd.rollout). */
+export const COMMAND_STREAM = 'AKBE_COMMANDS';
+export const COMMAND_SUBJECTS = 'akbe.*.cmd.>';
+/** The object store bucket of every run's checkpoints. */
+export const CHECKPOINT_BUCKET = 'akbe_checkpoints';
 export const DEAD_LETTER_STREAM = 'AKBE_DEAD_LETTERS';
 export const DEAD_LETTER_SUBJECTS = 'akbe.*.dlq.>';
 

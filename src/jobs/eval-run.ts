@@ -14,13 +14,13 @@ import { PolicyRuntime } from '../gpu/policy-runtime.js';
 import type { DeviceChoice } from '../gpu/session.js';
 import { loadCorpus } from '../retrieval/corpus.js';
 import { loadEnvironment, stopPieces } from '../text/environment.js';
+import { MAX_SEARCHES } from '../text/prompts.js';
 import { searchTool } from '../tools/search.js';
 import type { ServiceCall } from '../tools/tool.js';
 import { Progress } from '../util/progress.js';
 import type { Split } from '../world/entities.js';
 import { evalReport, evalRolloutOf, formatReport } from '../world/eval.js';
 import { readQuestions, readWorldSummary, readWorldTokenizer } from '../world/files.js';
-import { MAX_SEARCHES } from '../world/prompts.js';
 import { LexicalRetriever } from '../world/retrieval.js';
 
 export interface EvalRunOptions {
@@ -50,7 +50,7 @@ export async function runEval(o: EvalRunOptions): Promise<string> {
   const corpus = await loadCorpus(join(o.worldDir, 'corpus.jsonl'));
   const retriever = new LexicalRetriever(corpus, corpus);
   // The world's conventions for the world base, Search-R1's over the checkpoint's own tokenizer
-  // for a Hugging Face policy: what `akbe train` rolls it out in (src/actors/services/roles.ts).
+  // for a Hugging Face policy: what `akbe train` rolls it out in (src/actors/roles/roles.ts).
   const env = await loadEnvironment(o.checkpoint, () => readWorldTokenizer(o.worldDir));
   const runtime = await PolicyRuntime.fromCheckpoint(o.checkpoint, {
     device: o.device ?? 'cpu',

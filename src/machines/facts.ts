@@ -12,7 +12,6 @@
  * group.completed, boundary.labeled, learner.step, policy.published, step.started, run.finished.
  */
 import { type AnyActorRef, type EventObject, enqueueActions } from 'xstate';
-import type { Json } from '../events/schema.js';
 import type { StepMetrics } from '../rl/metrics.js';
 import type {
   BoundaryCategory,
@@ -22,6 +21,7 @@ import type {
   RolloutResult,
   TurnActionKind,
 } from '../rl/types.js';
+import type { Json } from '../util/json.js';
 
 export type RolloutFact =
   | {

@@ -25,10 +25,10 @@
  *   that differ, more tokens than asked) is an error (RolloutProtocolError).
  */
 import { assign, fromPromise, setup } from 'xstate';
-import type { Json } from '../events/schema.js';
 import { checkFormat, DEFAULT_TOOL_TAGS, isToolCall, parseTurn } from '../rl/format.js';
 import { scoreTrajectory } from '../rl/reward.js';
 import type { RolloutPath, RolloutResult, StopReason, TextSegment, TurnActionKind } from '../rl/types.js';
+import type { Json } from '../util/json.js';
 import { deriveSeed } from '../util/rng.js';
 import { type RolloutFact, reportFact } from './facts.js';
 import { checkGenerateResult, type GenerateResult, RolloutProtocolError } from './generate-result.js';

@@ -9,15 +9,8 @@
  *   error    {"error": "one line saying what was wrong"}
  *
  */
-import { serviceSubject } from '../events/subjects.js';
-
 export const SEARCH_QUEUE = 'search';
 export const DEFAULT_TOPK = 3;
-
-/** `akbe.<run>.svc.search` (subject names live in src/events/subjects.ts). */
-export function searchSubject(runId: string): string {
-  return serviceSubject(runId, 'search');
-}
 
 export interface SearchRequest {
   queries: string[];

@@ -7,8 +7,8 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { WorldTokenizer } from '../world/tokenizer.js';
 import { HfTokenizer } from './hf-tokenizer.js';
+import { WorldTokenizer } from './word-tokenizer.js';
 
 export interface TextCodec {
   /** 'hf' (tokenizer.json via @huggingface/tokenizers) or 'world' (akbe's word-level tokenizer). */

@@ -5,7 +5,7 @@
  * every policy; only these conventions differ between tokenizers:
  *
  *   world      the synthetic world's base policy: its word-level tokenizer, `<bos> question
- *              instruction` prompts, every tag one token (src/world/prompts.ts)
+ *              instruction` prompts, every tag one token (src/text/prompts.ts)
  *   search-r1  a Hugging Face checkpoint (Qwen, Llama, …): Search-R1's instruction rendered with the
  *              model's chat template; tags are several BPE tokens, so `</search>` and `</answer>`
  *              are stop strings checked on the decoded text (src/gpu/stop.ts), not stop ids
@@ -14,10 +14,10 @@
  * text, which the environment writes, is tokenized (alone) and appended.
  */
 import type { RolloutPath } from '../rl/types.js';
-import { informationBlock, STOP_STRINGS, promptIds as worldPromptIds } from '../world/prompts.js';
-import type { WorldTokenizer } from '../world/tokenizer.js';
 import { hfCodec, readCheckpointTokenizer, type TextCodec, worldCodec } from './codec.js';
 import type { HfTokenizer } from './hf-tokenizer.js';
+import { informationBlock, STOP_STRINGS, promptIds as worldPromptIds } from './prompts.js';
+import type { WorldTokenizer } from './word-tokenizer.js';
 
 export interface TextEnvironment {
   readonly name: 'world' | 'search-r1';

@@ -4,8 +4,9 @@
  * for the top-k passages; the observation is Search-R1's `Doc i(Title: t) text` list, each
  * document cut to an equal share of the character budget (src/retrieval/observation.ts).
  */
-import type { Json } from '../events/schema.js';
+
 import { formatObservation } from '../retrieval/observation.js';
+import type { Json } from '../util/json.js';
 import { type ObserveOptions, type ServiceCall, type Tool, ToolReplyError } from './tool.js';
 
 export interface SearchArgs {

@@ -13,7 +13,7 @@
  *
  * Tools are pure values; register them by name in src/tools/registry.ts.
  */
-import type { Json } from '../events/schema.js';
+import type { Json } from '../util/json.js';
 
 /** One request to a named service (`akbe.<run>.svc.<service>`), JSON in, JSON out. */
 export type ServiceCall = (service: string, body: Json, signal?: AbortSignal) => Promise<unknown>;

@@ -14,11 +14,12 @@
  *   nt-known   no-tool, known fact: recite and answer;
  *   nt-guess   no-tool, unknown fact: "not sure", then a plausible guess (never the true answer).
  */
+
+import { informationBlock, type PromptPath, promptText, THINK } from '../text/prompts.js';
 import type { Rng } from '../util/rng.js';
 import type { MixConfig } from './config.js';
 import type { WorldPassage } from './corpus.js';
 import type { Entity, Fact, WorldIndex } from './entities.js';
-import { informationBlock, type PromptPath, promptText, THINK } from './prompts.js';
 import type { WorldQuestion } from './questions.js';
 import { RELATION_SPECS } from './relations.js';
 import { observationText, type Retriever } from './retrieval.js';

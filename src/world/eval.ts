@@ -10,7 +10,7 @@
  */
 import { answerMetrics, countedToolCalls } from '../rl/metrics.js';
 import type { RolloutResult } from '../rl/types.js';
-import type { PromptPath } from './prompts.js';
+import type { PromptPath } from '../text/prompts.js';
 import type { WorldQuestion } from './questions.js';
 
 export interface EvalRollout {

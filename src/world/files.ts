@@ -14,6 +14,7 @@
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { tokenizerConfigJson, tokenizerJsonText, WorldTokenizer } from '../text/word-tokenizer.js';
 import { corpusJsonl } from './corpus.js';
 import { DEMO_KINDS } from './demos.js';
 import { SPLITS, type Split } from './entities.js';
@@ -22,7 +23,6 @@ import type { PretrainMix } from './pretrain-data.js';
 import { summarizeMix } from './pretrain-data.js';
 import type { WorldQuestion } from './questions.js';
 import { RELATION_SPECS } from './relations.js';
-import { tokenizerConfigJson, tokenizerJsonText, WorldTokenizer } from './tokenizer.js';
 
 export const WORLD_FORMAT = 'akbe-world/1';
 export const WORLD_JSON = 'world.json';

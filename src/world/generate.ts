@@ -5,14 +5,15 @@
  * once serialised (files.ts). Every random draw comes from an `Rng` seeded by
  * `deriveSeed(seed, <stage name>, ...)`, so changing one stage leaves the others' draws alone.
  */
+
+import { INSTRUCTIONS, THINK } from '../text/prompts.js';
+import { WorldTokenizer } from '../text/word-tokenizer.js';
 import { validateWorldConfig, type WorldConfig } from './config.js';
 import { buildCorpus, type WorldPassage } from './corpus.js';
 import type { Demo } from './demos.js';
 import { generateEntities, WorldIndex } from './entities.js';
 import { buildDemos, type DemoStats, demoTexts, encodeMix, type PretrainMix } from './pretrain-data.js';
-import { INSTRUCTIONS, THINK } from './prompts.js';
 import { generateQuestions, type WorldQuestion } from './questions.js';
-import { WorldTokenizer } from './tokenizer.js';
 
 export interface World {
   config: WorldConfig;

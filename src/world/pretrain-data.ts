@@ -13,6 +13,8 @@
  * Leakage rules (tested): a tail fact never appears (its sentence, its passage, or its answer
  * after its question); observations retrieve only from head and demonstration-pool passages.
  */
+
+import { pieces, type WorldTokenizer } from '../text/word-tokenizer.js';
 import { deriveSeed, Rng } from '../util/rng.js';
 import type { WorldConfig } from './config.js';
 import { pretrainingView, type WorldPassage } from './corpus.js';
@@ -20,7 +22,6 @@ import { DEMO_KINDS, type Demo, DemoBuilder } from './demos.js';
 import type { WorldIndex } from './entities.js';
 import type { WorldQuestion } from './questions.js';
 import { LexicalRetriever } from './retrieval.js';
-import { pieces, type WorldTokenizer } from './tokenizer.js';
 
 export interface PretrainMix {
   tokens: Uint16Array;

@@ -8,7 +8,7 @@
  * questions and steps.
  */
 import { createActor, fromPromise, toPromise } from 'xstate';
-import { rolloutCompletedEvent, trainedBatchOf } from '../../src/actors/orchestrator/fact-events.js';
+import { rolloutCompletedEvent, trainedBatchOf } from '../../src/actors/log/fact-events.js';
 import type { AkbeEvent, EventDataMap, EventType, MetaInput } from '../../src/events/catalog.js';
 import { createEvent } from '../../src/events/catalog.js';
 import { ManualClock } from '../../src/events/clock.js';

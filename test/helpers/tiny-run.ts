@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
-import type { RunSpec } from '../../src/actors/services/roles.js';
+import type { RunSpec } from '../../src/actors/roles/roles.js';
 import { type TrainConfig, validateTrainConfig } from '../../src/rl/config.js';
 
 export const FIXTURE_DIR = resolve('.akbe/test-fixtures/tiny-run-v1');

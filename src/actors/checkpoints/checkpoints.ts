@@ -20,6 +20,7 @@
  * policy.published only by the orchestrator. A local copy that does not match (or, with no recorded
  * sha256, does not parse: a truncated write) is replaced by the stored copy, and the log line says so.
  */
+
 import { existsSync } from 'node:fs';
 import { copyFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -28,6 +29,7 @@ import { Objm, setSha256Backend } from '@nats-io/obj';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { retryElection } from '../../events/retry.js';
 import { defaultReplicas } from '../../events/streams.js';
+import { CHECKPOINT_BUCKET } from '../../events/subjects.js';
 import { decodeSafetensors } from '../../gpu/safetensors.js';
 import { openRunsBucket, RunEntries } from '../nats/runs-bucket.js';
 import { localProblem, sha256Hex } from './checkpoint-integrity.js';
@@ -37,7 +39,6 @@ import { keepCheckpointsProblem } from './keep-checkpoints.js';
 // process-wide choice): a 1.2 MB upload took 49 ms with it, 19 ms without, on an idle server.
 setSha256Backend('native');
 
-export const CHECKPOINT_BUCKET = 'akbe_checkpoints';
 const FILES = ['config.json', 'model.safetensors', 'optimizer.safetensors'] as const;
 /** Object store chunks of an upload: the client lowers it to the server's max_payload (1 MiB by default). */
 const UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024;

@@ -15,32 +15,12 @@
 import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { RUN_LEVEL, readRunLevelEvents } from '../../audit/runs-list.js';
+import type { DashboardSource, NatsLinkStatus } from '../../dashboard/source.js';
 import type { AkbeEvent, EventType } from '../../events/catalog.js';
 import { decodeEvent } from '../../events/codec.js';
 import { readStream } from '../../events/stream-reader.js';
 import { EVENTS_STREAM, eventSubject, runEventsFilter } from '../../events/subjects.js';
 import { type AkbeNats, type ConnectAkbeOptions, connectAkbeNats } from '../nats/connection.js';
-
-export interface NatsLinkStatus {
-  connected: boolean;
-  url: string;
-  /** Why the link is down (the last error or 'disconnected'), when it is. */
-  detail?: string;
-}
-
-export interface DashboardSource extends AsyncDisposable {
-  readonly status: NatsLinkStatus;
-  /** Messages that could not be decoded, skipped (never dead-lettered from here). */
-  readonly undecodable: number;
-  /** Every run-level event of every run, by run, in stream order (each with `meta.seq`). */
-  runLevelEvents(): Promise<Map<string, AkbeEvent[]>>;
-  /** One run's events of the given types (all types when omitted), in stream order. */
-  runEvents(runId: string, types?: readonly EventType[]): Promise<AkbeEvent[]>;
-  /** Live run-level events of every run; returns the unsubscribe. */
-  onEvent(fn: (event: AkbeEvent) => void): () => void;
-  onStatus(fn: (status: NatsLinkStatus) => void): () => void;
-  close(): Promise<void>;
-}
 
 /** JetStream's "stream not found" (no run was ever recorded here): an empty store, not an error. */
 function isMissingStream(err: unknown): boolean {

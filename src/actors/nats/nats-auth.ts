@@ -15,8 +15,7 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createUser, fromSeed } from '@nats-io/nkeys';
-import { CHECKPOINT_BUCKET } from '../checkpoints/checkpoints.js';
-import { COMMAND_STREAM } from '../orchestrator/dispatch.js';
+import { CHECKPOINT_BUCKET, COMMAND_STREAM } from '../../events/subjects.js';
 import { RUNS_BUCKET } from './runs-bucket.js';
 
 export const NATS_ROLES = ['orchestrator', 'rollout', 'policy', 'search', 'trainer', 'viewer'] as const;

@@ -33,19 +33,17 @@ import { InvalidEventError } from '../../events/errors.js';
 import { connectionOf, delay, ELECTION_RETRY_MS, retryElection } from '../../events/retry.js';
 import { rolloutResultOf } from '../../events/rollout-result.js';
 import { readStream } from '../../events/stream-reader.js';
-import { commandSubject, EVENTS_STREAM, eventSubject } from '../../events/subjects.js';
+import {
+  COMMAND_STREAM,
+  COMMAND_SUBJECTS,
+  commandSubject,
+  EVENTS_STREAM,
+  eventSubject,
+} from '../../events/subjects.js';
 import type { RolloutInput } from '../../machines/rollout.js';
 import type { RolloutResult } from '../../rl/types.js';
 import { pack } from '../nats/wire.js';
-
-export const COMMAND_STREAM = 'AKBE_COMMANDS';
-export const COMMAND_SUBJECTS = 'akbe.*.cmd.>';
-
-export interface RolloutCommand {
-  runId: string;
-  step: number;
-  input: RolloutInput;
-}
+import { type RolloutCommand, rolloutConsumerName } from '../rollout/protocol.js';
 
 export interface DispatchOptions {
   /** Time a worker has to ack (or send a heartbeat) before the rollout is redelivered. */
@@ -55,10 +53,6 @@ export interface DispatchOptions {
 }
 
 const nanos = (ms: number) => ms * 1_000_000;
-
-export function rolloutConsumerName(runId: string): string {
-  return `rollout-${runId}`;
-}
 
 /** Creates the command stream and the run's rollout consumer when missing. */
 export async function ensureRolloutQueue(

@@ -21,9 +21,9 @@
  * crashed orchestrator still queued are purged.
  */
 import { createEvent } from '../../events/catalog.js';
+import { stepOfRolloutId } from '../log/fact-events.js';
 import { RunLock, RunLockLostError } from '../nats/run-lock.js';
-import { offlineTargets } from '../rollout/offline-targets.js';
-import { stepOfRolloutId } from './fact-events.js';
+import { offlineTargets } from './offline-targets.js';
 import { RolloutGaveUpError, RolloutsStalledError } from './rollout-deadlines.js';
 import { RunServices } from './run-services.js';
 import { type OpenedRun, openRun } from './run-start.js';

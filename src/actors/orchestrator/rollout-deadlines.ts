@@ -16,8 +16,9 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { DLQ_HEADERS } from '../../events/dead-letter.js';
 import { decodeAtEdge, type EdgeGate } from '../../events/edge-gate.js';
 import { int, object, string } from '../../events/schema.js';
-import { DEAD_LETTER_STREAM, deadLetterSubject } from '../../events/subjects.js';
-import { COMMAND_STREAM, type CompletionWatcher, rolloutConsumerName } from './dispatch.js';
+import { COMMAND_STREAM, DEAD_LETTER_STREAM, deadLetterSubject } from '../../events/subjects.js';
+import { rolloutConsumerName } from '../rollout/protocol.js';
+import type { CompletionWatcher } from './dispatch.js';
 
 export class RolloutGaveUpError extends Error {
   constructor(

@@ -7,7 +7,7 @@
 import { EdgeGate } from '../../events/edge-gate.js';
 import type { TextEnvironment } from '../../text/environment.js';
 import type { CheckpointStore } from '../checkpoints/checkpoints.js';
-import { type Role, type StartedRoles, startRoles } from '../services/roles.js';
+import { type Role, type StartedRoles, startRoles } from '../roles/roles.js';
 import { parseTrainProgress } from '../services/trainer/train-progress.js';
 import { trainProgressSubject } from '../services/trainer/trainer-service.js';
 import { CompletionWatcher } from './dispatch.js';

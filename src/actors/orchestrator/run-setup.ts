@@ -13,7 +13,7 @@ import { effectiveLambda } from '../../rl/losses.js';
 import { DEFAULT_TOOL_CALL_COUNT } from '../../rl/metrics.js';
 import type { BoundaryCategory } from '../../rl/types.js';
 import type { AnyTool } from '../../tools/tool.js';
-import type { RunSpec } from '../services/roles.js';
+import type { RunSpec } from '../roles/roles.js';
 
 /** What the orchestrator loaded for a run. */
 export interface LoadedRun {

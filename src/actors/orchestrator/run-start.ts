@@ -23,9 +23,9 @@ import type { WorldQuestion } from '../../world/questions.js';
 import { ensureWorldIndex } from '../../world/search-index.js';
 import { CheckpointStore, type PublishedCheckpoint } from '../checkpoints/checkpoints.js';
 import { DEFAULT_KEEP_CHECKPOINTS } from '../checkpoints/keep-checkpoints.js';
-import { runEnvironment, searchIndexOf } from '../services/roles.js';
+import { EventSink } from '../log/event-sink.js';
+import { runEnvironment, searchIndexOf } from '../roles/roles.js';
 import { ensureRolloutQueue, purgeRolloutCommands } from './dispatch.js';
-import { EventSink } from './event-sink.js';
 import { type LoadedRun, type RunSetup, runSetup } from './run-setup.js';
 import type { TrainingOptions } from './training-options.js';
 

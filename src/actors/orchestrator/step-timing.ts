@@ -4,12 +4,9 @@
  * and the step line read it; a step is forgotten once its learner.step is written.
  */
 
-/** What the orchestrator knows about a step that the learner's facts do not carry. */
-export interface StepTiming {
-  rolloutSeconds: number;
-  trainSeconds: number;
-  tokensPerSecond: number;
-}
+import type { StepTiming } from '../log/fact-events.js';
+
+export type { StepTiming };
 
 export class StepTimer {
   private readonly started = new Map<number, number>();

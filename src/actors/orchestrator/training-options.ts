@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { InspectionEvent } from 'xstate';
 import type { EventStore } from '../../events/store.js';
 import type { AkbeFact } from '../../machines/facts.js';
-import type { EngineOptions, Role, RunSpec } from '../services/roles.js';
+import type { EngineOptions, Role, RunSpec } from '../roles/roles.js';
 import type { DispatchOptions } from './dispatch.js';
 import type { StepReport } from './step-report.js';
 

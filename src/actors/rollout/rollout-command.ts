@@ -9,7 +9,7 @@ import { array, int, number, object, oneOf, optional, string, uint32 } from '../
 import { rolloutIdOf } from '../../machines/question.js';
 import type { RolloutInput } from '../../machines/rollout.js';
 import { unpack } from '../nats/wire.js';
-import type { RolloutCommand } from '../orchestrator/dispatch.js';
+import type { RolloutCommand } from './protocol.js';
 
 /** Upper bounds far above any real run, so a hostile value cannot make a worker allocate without end. */
 export const ROLLOUT_LIMITS = {

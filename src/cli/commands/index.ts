@@ -216,7 +216,7 @@ const serve: CommandSpec = {
     const runId = requireString(ctx, 'run');
     const ef = intFlag(ctx, 'ef', { min: 1, max: 100000 })!;
     if (httpOnly && port === undefined) throw new UsageError('--http-only needs --http PORT');
-    const { searchSubject } = await import('../../retrieval/search-request.js');
+    const { searchSubject } = await import('../../actors/services/search/search-service.js');
     try {
       searchSubject(runId);
     } catch {

@@ -19,14 +19,14 @@ import {
 } from '../../actors/checkpoints/keep-checkpoints.js';
 import { type AkbeNats, akbeHome, connectAkbeNats, NatsLostError } from '../../actors/nats/connection.js';
 import { formatStepLine, runTraining } from '../../actors/orchestrator/orchestrator.js';
-import { evaluateSplit, formatBeforeAfter, type SplitScore } from '../../actors/rollout/evaluate.js';
 import {
   type EngineOptions,
   type EvalSettings,
   type RunSpec,
   readRunSpec,
   runEnvironment,
-} from '../../actors/services/roles.js';
+} from '../../actors/roles/roles.js';
+import { evaluateSplit, formatBeforeAfter, type SplitScore } from '../../actors/rollout/evaluate.js';
 import { createEvent } from '../../events/catalog.js';
 import { EventStore } from '../../events/store.js';
 import { checkpointLimits } from '../../gpu/checkpoint.js';

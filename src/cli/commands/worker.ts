@@ -33,7 +33,7 @@ const worker: CommandSpec = {
     for (const r of given)
       if (!(ROLE_CHOICES as readonly string[]).includes(r))
         throw new UsageError(`--role must be ${ROLE_CHOICES.join('|')} (comma-separated), got '${r}'`);
-    const { ROLES, readRunSpec, startRoles } = await import('../../actors/services/roles.js');
+    const { ROLES, readRunSpec, startRoles } = await import('../../actors/roles/roles.js');
     const roles = given.includes('all') ? [...ROLES] : (given as (typeof ROLES)[number][]);
     const { connectAkbeNats, akbeHome } = await import('../../actors/nats/connection.js');
     const { EventStore } = await import('../../events/store.js');

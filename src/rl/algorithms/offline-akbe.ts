@@ -8,7 +8,7 @@
  * with L_GRPO on the on-policy rollouts (unchanged) and L_AKBE over each question's target
  * labelled ONCE from G_wt + G_nt rollouts of the frozen checkpoint `frozenPolicy` (a config key:
  * options are numbers), made before step 0 for every question the run's seed will draw
- * (src/rl/offline.ts for the labels, src/actors/rollout/offline-targets.ts for the rollouts). The target
+ * (src/rl/offline.ts for the labels, src/actors/orchestrator/offline-targets.ts for the rollouts). The target
  * keeps the frozen policy's tokens; under the `clipped` form its pi_old is recomputed with the
  * step's policy like a re-conditioned target's (batch.ts), so the ratio starts at 1.
  */

@@ -10,6 +10,7 @@
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { EdgeGate, EdgeRejectedError } from '../../../events/edge-gate.js';
+import { serviceSubject } from '../../../events/subjects.js';
 import {
   DEFAULT_LIMITS,
   DEFAULT_TOPK,
@@ -17,11 +18,15 @@ import {
   SEARCH_QUEUE,
   type SearchRequest,
   SearchServiceError,
-  searchSubject,
   validateSearchRequest,
 } from '../../../retrieval/search-request.js';
 import type { SearchBackend, SearchHit } from '../../../retrieval/searcher.js';
 import { type ResendOptions, requestResending, SERVICE_START_WAIT_MS } from '../../nats/resend-request.js';
+
+/** `akbe.<run>.svc.search` (subject names live in src/events/subjects.ts). */
+export function searchSubject(runId: string): string {
+  return serviceSubject(runId, 'search');
+}
 
 export interface SearchServiceOptions {
   runId: string;

@@ -35,10 +35,10 @@ import { IndexFingerprintError, TRAINING_SEARCH_EF, worldIndexDir } from '../../
 import type { CheckpointStore } from '../checkpoints/checkpoints.js';
 import { keepCheckpointsProblem } from '../checkpoints/keep-checkpoints.js';
 import { RolloutWorker } from '../rollout/rollout-worker.js';
-import { type EngineSync, ExternalPolicy } from './policy/external-policy.js';
-import { PolicyHandle, PolicyService, type ServedPolicy } from './policy/policy-service.js';
-import { SearchService } from './search/search-service.js';
-import { TrainerService } from './trainer/trainer-service.js';
+import { type EngineSync, ExternalPolicy } from '../services/policy/external-policy.js';
+import { PolicyHandle, PolicyService, type ServedPolicy } from '../services/policy/policy-service.js';
+import { SearchService } from '../services/search/search-service.js';
+import { TrainerService } from '../services/trainer/trainer-service.js';
 
 export const ROLES = ['rollout', 'policy', 'search', 'trainer'] as const;
 export type Role = (typeof ROLES)[number];

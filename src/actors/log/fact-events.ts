@@ -17,7 +17,6 @@ import type { AkbeFact } from '../../machines/facts.js';
 import type { TrainBatch } from '../../rl/batch.js';
 import type { OfflineTarget } from '../../rl/offline.js';
 import type { RolloutResult } from '../../rl/types.js';
-import type { StepTiming } from './step-timing.js';
 
 export interface FactContext {
   runId: string;
@@ -276,6 +275,13 @@ function questionEvent(
       );
     }
   }
+}
+
+/** What the orchestrator's StepTimer knows about a step that the learner's facts do not carry. */
+export interface StepTiming {
+  rolloutSeconds: number;
+  trainSeconds: number;
+  tokensPerSecond: number;
 }
 
 /** learner.step: the learner's step metrics, the trainer's, the step's timing and the trained batch. */

@@ -14,7 +14,7 @@
  * at `<eos>` or at the length limit. The reward's answer extraction (`extractAnswer`) and format
  * check (`checkFormat`) live in src/rl; the observation format in src/retrieval/observation.ts.
  */
-import type { WorldTokenizer } from './tokenizer.js';
+import type { WorldTokenizer } from './word-tokenizer.js';
 
 export type PromptPath = 'with-tool' | 'no-tool';
 

@@ -27,10 +27,10 @@ import type { AnyTool } from '../../tools/tool.js';
 import { deriveSeed } from '../../util/rng.js';
 import { sha256Hex } from '../checkpoints/checkpoint-integrity.js';
 import { CheckpointStore } from '../checkpoints/checkpoints.js';
-import type { RunSetup } from '../orchestrator/run-setup.js';
-import type { TrainingOptions } from '../orchestrator/training-options.js';
-import { coalescedGenerate, evalRollouts, localRolloutActors } from './eval-rollouts.js';
-import { natsServiceCall } from './tool-calls.js';
+import { coalescedGenerate, evalRollouts, localRolloutActors } from '../rollout/eval-rollouts.js';
+import { natsServiceCall } from '../rollout/tool-calls.js';
+import type { RunSetup } from './run-setup.js';
+import type { TrainingOptions } from './training-options.js';
 
 export class FrozenPolicyError extends Error {
   constructor(message: string, opts?: ErrorOptions) {

@@ -1,0 +1,17 @@
+/**
+ * What the orchestrator and a rollout worker say to each other: one command per rollout on the
+ * run's work queue (stream COMMAND_STREAM, subject akbe.<run>.cmd.rollout), pulled through one
+ * durable consumer per run. The worker validates each command at its edge (rollout-command.ts).
+ */
+import type { RolloutInput } from '../../machines/rollout.js';
+
+export interface RolloutCommand {
+  runId: string;
+  step: number;
+  input: RolloutInput;
+}
+
+/** The run's durable pull consumer on the command stream. */
+export function rolloutConsumerName(runId: string): string {
+  return `rollout-${runId}`;
+}
