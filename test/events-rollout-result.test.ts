@@ -2,9 +2,9 @@ import { Packr } from 'msgpackr';
 import t from 'tap';
 import { rolloutCompletedEvent } from '../src/actors/log/fact-events.js';
 import { recomputeOutcome } from '../src/audit/recompute.js';
+import { rolloutResultOf } from '../src/audit/rollout-result.js';
 import type { EventOf } from '../src/events/catalog.js';
 import { CODEC_OPTIONS, decodeEvent, encodeEvent } from '../src/events/codec.js';
-import { rolloutResultOf } from '../src/events/rollout-result.js';
 import type { RolloutResult } from '../src/rl/types.js';
 
 /** A with-tool rollout as the rollout machine finishes it: one search, then EOS without an answer. */

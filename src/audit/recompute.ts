@@ -4,13 +4,13 @@
  * question's group as the learner saw it. Pure: src/rl does the math, this file only reads events.
  */
 import type { EventOf } from '../events/catalog.js';
-import type { RolloutOutcome } from '../events/rollout-result.js';
 import { algorithmOptions, getAlgorithm, listAlgorithms } from '../rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG } from '../rl/config.js';
 import { AKBE_AGGREGATIONS, type AkbeAggregation } from '../rl/losses.js';
 import type { ToolCallCount } from '../rl/metrics.js';
 import { exactMatch, scoreTrajectory } from '../rl/reward.js';
 import type { QuestionGroup, RolloutResult, TargetContext, TargetSelection } from '../rl/types.js';
+import type { RolloutOutcome } from './rollout-result.js';
 import type { QuestionLog, RolloutLog, RunLog } from './run-log.js';
 
 /** The settings the learner computed with, read from run.started (defaults noted when missing). */

@@ -3,10 +3,11 @@
  * from its text and the gold answers, its tokens and mask rebuilt from its turns and
  * observations, and each group.completed's rollout ids and rewards.
  */
-import { rolloutResultOf } from '../events/rollout-result.js';
+
 import type { RolloutResult } from '../rl/types.js';
 import type { AuditCounts, Collector } from './collector.js';
 import { type AuditSettings, recomputeOutcome, responseFromTurns } from './recompute.js';
+import { rolloutResultOf } from './rollout-result.js';
 import { type StepLog, seqOf } from './run-log.js';
 
 /** Rewards, answers, format, masks, tool calls and versions of every finished rollout of a step. */

@@ -51,7 +51,11 @@ import {
 } from './payloads/run.js';
 import { int, number, object, optional, type Schema, SchemaViolation, string, uint32 } from './schema.js';
 
-// The algorithm's concepts are defined once, in src/rl/types.ts; the catalog re-exports them so
+export * from './payloads/learner.js';
+export * from './payloads/question.js';
+export * from './payloads/rollout.js';
+export * from './payloads/run.js';
+// The stored vocabulary is the catalog's own (payloads/vocabulary.ts says why); re-exported so
 // readers of events need one import.
 export type {
   BoundaryCategory,
@@ -59,12 +63,14 @@ export type {
   RolloutPath,
   StopReason,
   TurnActionKind,
-} from '../rl/types.js';
-export { BOUNDARY_CATEGORIES, categoryOf, ROLLOUT_PATHS, STOP_REASONS, TURN_ACTIONS } from '../rl/types.js';
-export * from './payloads/learner.js';
-export * from './payloads/question.js';
-export * from './payloads/rollout.js';
-export * from './payloads/run.js';
+} from './payloads/vocabulary.js';
+export {
+  BOUNDARY_CATEGORIES,
+  categoryOf,
+  ROLLOUT_PATHS,
+  STOP_REASONS,
+  TURN_ACTIONS,
+} from './payloads/vocabulary.js';
 
 /** Payload type per event type. */
 export interface EventDataMap {

@@ -26,12 +26,12 @@ import {
   RetentionPolicy,
   StorageType,
 } from '@nats-io/jetstream';
+import { rolloutResultOf } from '../../audit/rollout-result.js';
 import type { AkbeEvent } from '../../events/catalog.js';
 import { decodeStoredEvent } from '../../events/codec.js';
 import { type EdgeGate, EdgeRejectedError } from '../../events/edge-gate.js';
 import { InvalidEventError } from '../../events/errors.js';
 import { connectionOf, delay, ELECTION_RETRY_MS, retryElection } from '../../events/retry.js';
-import { rolloutResultOf } from '../../events/rollout-result.js';
 import { readStream } from '../../events/stream-reader.js';
 import {
   COMMAND_STREAM,

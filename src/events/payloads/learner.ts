@@ -2,7 +2,7 @@
  * The payload of learner.step: the update's metrics, an asynchronous run's dropped groups, and
  * the batch the trainer was given, row by row, for audit (conventions: ./fields.ts).
  */
-import { type CategoryCounts, ROLLOUT_PATHS, type RolloutPath } from '../../rl/types.js';
+
 import {
   array,
   bool,
@@ -16,6 +16,7 @@ import {
   uint32,
 } from '../schema.js';
 import { count, text } from './fields.js';
+import { type CategoryCounts, ROLLOUT_PATHS, type RolloutPath } from './vocabulary.js';
 
 export interface LearnerMetrics {
   loss: number;

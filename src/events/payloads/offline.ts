@@ -1,12 +1,59 @@
 /**
  * The schema of offline-akbe's record on question.assigned (`offline`, an optional field: logs
- * without it replay unchanged). The type is src/rl/offline.ts's OfflineTarget: the frozen
- * checkpoint's rollouts as the label reads them, the label, and the target's sequence.
+ * without it replay unchanged): the frozen checkpoint's rollouts as the label reads them, the
+ * label, and the target's sequence. The stored types are the catalog's own; src/rl/offline.ts's
+ * OfflineTarget has the same shape (the compiler checks it where the orchestrator records one).
  */
-import type { FrozenRollout, OfflineTarget, OfflineTargetSequence } from '../../rl/offline.js';
-import { BOUNDARY_CATEGORIES, ROLLOUT_PATHS, STOP_REASONS } from '../../rl/types.js';
+
 import { array, bool, int, nullable, number, object, oneOf, type Schema, string, uint32 } from '../schema.js';
 import { count } from './fields.js';
+import {
+  BOUNDARY_CATEGORIES,
+  type BoundaryCategory,
+  ROLLOUT_PATHS,
+  type RolloutPath,
+  STOP_REASONS,
+  type StopReason,
+} from './vocabulary.js';
+
+export interface FrozenRollout {
+  rolloutId: string;
+  path: RolloutPath;
+  index: number;
+  answer: string | null;
+  formatOk: boolean;
+  reward: number;
+  /** Executed searches. */
+  toolCalls: number;
+  stopReason: StopReason;
+  /** Tokens the policy generated (observations excluded). */
+  generated: number;
+}
+
+export interface OfflineTargetSequence {
+  rolloutId: string;
+  path: RolloutPath;
+  context: RolloutPath;
+  promptTokens: number[];
+  responseTokens: number[];
+  /** log pi_frozen of the generated tokens (0 on observations). */
+  responseLogprobs: number[];
+  responseMask: number[];
+}
+
+export interface OfflineTarget {
+  /** sha256 of the frozen checkpoint's model.safetensors. */
+  checkpointSha256: string;
+  rollouts: FrozenRollout[];
+  label: {
+    wt: boolean;
+    nt: boolean;
+    category: BoundaryCategory;
+    targetRolloutId: string | null;
+    tieBreakSeed: number;
+  };
+  target: OfflineTargetSequence | null;
+}
 
 const frozenRollout = object<FrozenRollout>({
   rolloutId: string({ nonEmpty: true }),

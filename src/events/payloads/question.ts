@@ -4,11 +4,11 @@
  * (conventions: ./fields.ts).
  */
 
-import type { OfflineTarget } from '../../rl/offline.js';
-import { BOUNDARY_CATEGORIES, type BoundaryCategory, categoryOf } from '../../rl/types.js';
 import { array, bool, nullable, number, object, oneOf, optional, type Schema, uint32 } from '../schema.js';
 import { count, text } from './fields.js';
+import type { OfflineTarget } from './offline.js';
 import { offlineTarget } from './offline.js';
+import { BOUNDARY_CATEGORIES, type BoundaryCategory, categoryOf } from './vocabulary.js';
 
 export interface QuestionAssignedData {
   text: string;

@@ -2,14 +2,7 @@
  * The payloads of one rollout: rollout.started, rollout.turn, tool.called, rollout.completed,
  * and the span rules rollout.completed is checked with (conventions: ./fields.ts).
  */
-import {
-  ROLLOUT_PATHS,
-  type RolloutPath,
-  STOP_REASONS,
-  type StopReason,
-  TURN_ACTIONS,
-  type TurnActionKind,
-} from '../../rl/types.js';
+
 import {
   array,
   bool,
@@ -30,6 +23,14 @@ import {
   uint32,
 } from '../schema.js';
 import { count, text } from './fields.js';
+import {
+  ROLLOUT_PATHS,
+  type RolloutPath,
+  STOP_REASONS,
+  type StopReason,
+  TURN_ACTIONS,
+  type TurnActionKind,
+} from './vocabulary.js';
 
 export interface RolloutStartedData {
   path: RolloutPath;

@@ -9,8 +9,9 @@
  * - segments are the recorded ones; turns are the turn events when the caller has them, else the
  *   generated segments (one per generate call).
  */
+
+import type { EventOf } from '../events/catalog.js';
 import type { RolloutResult, TextSegment } from '../rl/types.js';
-import type { EventOf } from './catalog.js';
 
 /** A rollout's outcome: as recorded, or re-derived from its text by the audit. */
 export interface RolloutOutcome {
