@@ -146,17 +146,18 @@ t.test('src/machines and src/rl, and all they import, do no I/O and read no cloc
   t.ok(reached.size > roots.length, `${reached.size} modules checked`);
 });
 
-/** The import cycles among `files` (static imports; `import type` erased at run time is skipped). */
+/** The import cycles among `files`, `import type` included: a type-only cycle means a type sits
+ * in the wrong file (the module that owns it imports its user). */
 function cycles(files: string[]): string[][] {
   const edges = new Map(
     files.map((f) => [
       f,
       [
         ...stripComments(texts.get(f)!).matchAll(
-          /^\s*(?:import|export)\s+(?!type\b)[^;]*?from\s*['"]([^'"]+)['"]/gm,
+          /^\s*(?:import|export)\s+[^;]*?from\s*['"]([^'"]+)['"]|\bimport\s*\(\s*['"]([^'"]+)['"]\s*\)/gm,
         ),
       ]
-        .map((m) => resolveLocal(f, m[1]))
+        .map((m) => resolveLocal(f, m[1] ?? m[2]))
         .filter((g): g is string => !!g && texts.has(g)),
     ]),
   );
@@ -177,6 +178,105 @@ function cycles(files: string[]): string[][] {
   return found;
 }
 
-t.test('src has no import cycles (each layer and op family imports downwards only)', async (t) => {
-  t.same(cycles(files), []);
+t.test(
+  'src has no import cycles, type-only included (each layer and op family imports downwards only)',
+  async (t) => {
+    t.same(cycles(files), []);
+  },
+);
+
+t.test('the cycle finder sees a type-only cycle and a dynamic-import one', async (t) => {
+  const a = join(SRC, '__a.ts');
+  const b = join(SRC, '__b.ts');
+  const c = join(SRC, '__c.ts');
+  texts.set(a, "import type { B } from './__b.js';\nexport type A = B;");
+  texts.set(b, "export type { A } from './__a.js';\nexport type B = 1;");
+  texts.set(c, "export const c = () => import('./__c.js');");
+  try {
+    t.same(
+      cycles([a, b, c]).map((cy) => cy.length),
+      [2, 1],
+    );
+  } finally {
+    for (const f of [a, b, c]) texts.delete(f);
+  }
 });
+
+/**
+ * The layers of src/, lowest first. A module may import from its own unit or from a unit on a
+ * LOWER layer, never from its own layer's peers or above: the arrows all point down, so each
+ * layer can be read, tested and replaced knowing only what lies beneath it. A unit is a folder of
+ * src/, or a room of src/actors/ (its services/ counts as one). A new folder must be placed here.
+ */
+export const LAYERS: string[][] = [
+  ['util'],
+  ['rl', 'gpu', 'events'], // the algorithm, the compute core, the stored record: independent
+  ['text', 'machines', 'retrieval'],
+  ['audit', 'world', 'tools', 'serve', 'experiments'],
+  ['dashboard'],
+  ['actors/nats', 'actors/log'],
+  ['actors/checkpoints'],
+  ['actors/services'],
+  ['actors/rollout'],
+  ['actors/roles'],
+  ['actors/inspect'],
+  ['actors/orchestrator'],
+  ['jobs'],
+  ['cli'],
+  ['index.ts'], // the package entry
+];
+
+/** The unit of a file under src/ (see LAYERS). */
+export function unitOf(path: string): string {
+  const parts = relative(SRC, path).split('/');
+  if (parts.length === 1) return parts[0];
+  if (parts[0] !== 'actors') return parts[0];
+  return parts.length > 2 ? `actors/${parts[1]}` : 'actors';
+}
+
+/** The imports of `importsByFile` that run sideways or up the layers, as "from -> to" lines. */
+export function upLayerImports(byFile: Map<string, string[]>): string[] {
+  const layerOf = new Map(LAYERS.flatMap((units, i) => units.map((u) => [u, i] as const)));
+  const bad: string[] = [];
+  for (const [f, specs] of byFile) {
+    const from = unitOf(f);
+    const lf = layerOf.get(from);
+    if (lf === undefined) {
+      bad.push(`${rel(f)}: unit ${from} has no layer in LAYERS`);
+      continue;
+    }
+    for (const s of specs) {
+      const g = resolveLocal(f, s);
+      if (!g?.startsWith(`${SRC}/`)) continue;
+      const to = unitOf(g);
+      if (to === from) continue;
+      const lt = layerOf.get(to);
+      if (lt === undefined || lt >= lf)
+        bad.push(`${rel(f)} (${from}, layer ${lf}) -> ${rel(g)} (${to}, layer ${lt})`);
+    }
+  }
+  return bad;
+}
+
+t.test('every import in src/ points down the layer table, type-only included', async (t) => {
+  t.same(upLayerImports(importsByFile), []);
+  t.ok(importsByFile.size > 200, `${importsByFile.size} files checked`);
+});
+
+t.test(
+  'the layer check flags an import up a layer, sideways to a peer, and an unplaced folder',
+  async (t) => {
+    const f = (p: string) => join(SRC, p);
+    const planted = new Map<string, string[]>([
+      [f('rl/x.ts'), ['../machines/y.js']], // up: rl (1) -> machines (2)
+      [f('gpu/x.ts'), ['../events/y.js']], // sideways: peers on layer 1
+      [f('actors/rollout/x.ts'), ['../nats/y.js', '../../util/z.js']], // down: fine
+      [f('newroom/x.ts'), ['../util/y.js']], // no layer
+    ]);
+    const bad = upLayerImports(planted);
+    t.equal(bad.length, 3, bad.join('\n'));
+    t.match(bad[0], /rl\/x\.ts \(rl, layer 1\) -> .*machines/);
+    t.match(bad[1], /gpu\/x\.ts \(gpu, layer 1\) -> .*events/);
+    t.match(bad[2], /unit newroom has no layer/);
+  },
+);

@@ -12,7 +12,7 @@ import { answer, unpack } from '../src/actors/nats/wire.js';
 import { dispatchRollout, ensureRolloutQueue } from '../src/actors/orchestrator/dispatch.js';
 import { rolloutConsumerName } from '../src/actors/rollout/protocol.js';
 import { RolloutWorker } from '../src/actors/rollout/rollout-worker.js';
-import type { GenerateCall, GenerateReply } from '../src/actors/services/policy/policy-service.js';
+import type { GenerateCall, GenerateReply } from '../src/actors/services/policy/protocol.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { COMMAND_STREAM, serviceSubject } from '../src/events/subjects.js';

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { COMPOSE_KINDS } from '../src/world/compose-kinds.js';
 import {
   presetConfig,
   TINY_WORLD,
@@ -13,7 +14,7 @@ import {
 import { SPLITS } from '../src/world/entities.js';
 import { readQuestions, readWorldSummary, worldFiles } from '../src/world/files.js';
 import { generateWorld } from '../src/world/generate.js';
-import { COMPARE_KINDS, COMPOSE_KINDS } from '../src/world/questions.js';
+import { COMPARE_KINDS } from '../src/world/questions.js';
 import { runCli } from './helpers/cli.js';
 
 const world = generateWorld({ ...TINY_WORLD, seed: 11 });

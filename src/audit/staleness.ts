@@ -10,7 +10,7 @@ import type { EventOf } from '../events/catalog.js';
 import { groupVerdict } from '../machines/learner.js';
 import { rolloutVersionOf, trainVersionOf } from '../rl/staleness.js';
 import type { QuestionGroup } from '../rl/types.js';
-import type { Mismatch } from './audit.js';
+import type { Mismatch } from './collector.js';
 import { seqOf } from './run-log.js';
 
 type Where = Omit<Mismatch, 'field' | 'recorded' | 'recomputed'>;

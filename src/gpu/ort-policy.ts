@@ -12,7 +12,13 @@ import type { Params } from './config.js';
 import { type DecodeBackend, PolicyVersionNotHeldError, type RowBatch } from './decoder.js';
 import type { WeightsDtype } from './model-inputs.js';
 import { buildDecodeGraph, buildForwardGraph } from './policy-graphs.js';
-import { CachedRows, ConcatRows, type HeldParams } from './row-batches.js';
+import {
+  CachedRows,
+  ConcatRows,
+  type ConcatStep,
+  type HeldParams,
+  type RowBatchHost,
+} from './row-batches.js';
 import { float32ToBf16, float32ToF16 } from './safetensors.js';
 import {
   type CreatedSession,
@@ -23,21 +29,6 @@ import {
   nodePlacement,
   type SessionConfig,
 } from './session.js';
-
-/** The new tokens of one run of model.ts's decode graph: prompts at prefill, one token per row after. */
-interface ConcatStep {
-  batch: number;
-  /** New tokens per row. */
-  newLen: number;
-  /** Positions already cached per row (the past's length, padding included). */
-  pastLen: number;
-  /** [batch, newLen] */
-  inputIds: BigInt64Array;
-  /** [batch, newLen] */
-  positionIds: BigInt64Array;
-  /** [batch, pastLen + newLen]: 1 = attend, 0 = padding. */
-  attentionMask: Uint8Array;
-}
 
 /** Sequences or parameters the policy cannot take; the message names what is wrong. */
 export class PolicyInputError extends Error {
@@ -116,7 +107,7 @@ abstract class ParamSession {
  * slot. With `concatCache`, steps run model.ts's graph instead (the cache is grown by Concat and
  * returned each step, rows left-padded to a common length): slower, kept as a cross-check.
  */
-export class OrtDecodeBackend extends ParamSession implements DecodeBackend {
+export class OrtDecodeBackend extends ParamSession implements DecodeBackend, RowBatchHost {
   readonly vocabSize: number;
   readonly nLayer: number;
   /** Heads the cache holds (the key/value heads under grouped-query attention). */

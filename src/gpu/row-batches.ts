@@ -1,13 +1,53 @@
 /**
- * The two `RowBatch`es of `OrtDecodeBackend` (ort-policy.ts): rows whose caches live here and are
+ * The two `RowBatch`es of `OrtDecodeBackend` (ort-policy.ts, which implements `RowBatchHost`): rows whose caches live here and are
  * written in place by the step graph (`CachedRows`, the default), and rows in model.ts's
  * Concat-grown cache (`ConcatRows`, the cross-check). Both let rows of different lengths join
  * (prefill, left-padded prompts in one forward) and leave (keepRows) between steps.
  */
 import type * as Ort from 'onnxruntime-node';
 import { gatherRows, type RowBatch } from './decoder.js';
-import type { OrtDecodeBackend } from './ort-policy.js';
 import type { CreatedSession } from './session.js';
+
+/** The new tokens of one run of model.ts's decode graph: prompts at prefill, one token per row after. */
+export interface ConcatStep {
+  batch: number;
+  /** New tokens per row. */
+  newLen: number;
+  /** Positions already cached per row (the past's length, padding included). */
+  pastLen: number;
+  /** [batch, newLen] */
+  inputIds: BigInt64Array;
+  /** [batch, newLen] */
+  positionIds: BigInt64Array;
+  /** [batch, pastLen + newLen]: 1 = attend, 0 = padding. */
+  attentionMask: Uint8Array;
+}
+
+/**
+ * What a row batch needs of the backend that made it: the model's shape, its graphs, and the
+ * current parameters. Declared here (OrtDecodeBackend satisfies it) so this file does not import
+ * the backend that imports it.
+ */
+export interface RowBatchHost {
+  readonly vocabSize: number;
+  readonly nLayer: number;
+  readonly nHead: number;
+  readonly headDim: number;
+  readonly maxPositions: number;
+  readonly batchInvariant: boolean;
+  readonly paramsVersion: number;
+  readonly ortApi: typeof Ort;
+  paramTensors(): Record<string, Ort.Tensor>;
+  prefillPadded(
+    prompts: readonly number[][],
+    params: Record<string, Ort.Tensor>,
+  ): Promise<{ logits: Float32Array; present: Float32Array[]; width: number }>;
+  runConcat(
+    step: ConcatStep,
+    past: Float32Array[],
+    params: Record<string, Ort.Tensor>,
+  ): Promise<{ logits: Float32Array; present: Float32Array[] }>;
+}
 
 /** The parameters of a held policy version (OrtDecodeBackend.holdVersion) a batch runs on. */
 export interface HeldParams {
@@ -67,7 +107,7 @@ export class ConcatRows implements RowBatch {
   readonly version: number;
 
   constructor(
-    private readonly backend: OrtDecodeBackend,
+    private readonly backend: RowBatchHost,
     held?: HeldParams,
   ) {
     this.params = held?.tensors ?? backend.paramTensors();
@@ -158,7 +198,7 @@ export class CachedRows implements RowBatch {
   readonly version: number;
 
   constructor(
-    private readonly backend: OrtDecodeBackend,
+    private readonly backend: RowBatchHost,
     private readonly session: CreatedSession,
     held?: HeldParams,
   ) {

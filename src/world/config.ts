@@ -5,8 +5,8 @@
  * `TINY_WORLD` is the same recipe at a size that tests build in well under a second.
  */
 
+import { COMPOSE_KINDS } from './compose-kinds.js';
 import { NOUNS } from './names.js';
-import { COMPOSE_KINDS } from './questions.js';
 
 export interface WorldConfig {
   seed: number;

@@ -40,7 +40,6 @@ import {
   EVENTS_STREAM,
   eventSubject,
 } from '../../events/subjects.js';
-import type { RolloutInput } from '../../machines/rollout.js';
 import type { RolloutResult } from '../../rl/types.js';
 import { pack } from '../nats/wire.js';
 import { type RolloutCommand, rolloutConsumerName } from '../rollout/protocol.js';

@@ -21,8 +21,8 @@ import {
 } from '../../events/schema.js';
 import type { DpoPair, TrainBatch } from '../../rl/batch.js';
 import { unpack } from '../nats/wire.js';
-import type { GenerateCall } from './policy/policy-service.js';
-import type { TrainCall } from './trainer/trainer-service.js';
+import type { GenerateCall } from './policy/protocol.js';
+import type { TrainCall } from './trainer/protocol.js';
 
 const MAX_TOKENS = 1 << 16;
 

@@ -12,12 +12,8 @@
  * refused (evaluation, or a frozen policy); syncing by NCCL or other means is left to the user.
  */
 import { type CompletionsClient, EngineError } from '../../../serve/completions-client.js';
-import {
-  ForwardOnlyPolicy,
-  type GenerateCall,
-  type GenerateReply,
-  type ServedPolicy,
-} from './policy-service.js';
+import { ForwardOnlyPolicy, type ServedPolicy } from './policy-service.js';
+import type { GenerateCall, GenerateReply } from './protocol.js';
 
 export type EngineSync = 'disk' | 'none';
 

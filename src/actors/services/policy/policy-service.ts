@@ -26,6 +26,7 @@ import type { CheckpointStore } from '../../checkpoints/checkpoints.js';
 import { type ResendOptions, SERVICE_START_WAIT_MS } from '../../nats/resend-request.js';
 import { answer, call, respondError } from '../../nats/wire.js';
 import { parseGenerateCall } from '../service-requests.js';
+import type { GenerateCall, GenerateReply } from './protocol.js';
 
 export const POLICY_QUEUE = 'policy';
 
@@ -159,25 +160,6 @@ export class PolicyHandle extends ForwardOnlyPolicy implements ServedPolicy {
     const r = await this.host.generate({ ...rest, version: policyVersion });
     return { tokens: r.tokens, logprobs: r.policyLogprobs, finish: r.finishReason, version: policyVersion };
   }
-}
-
-export interface GenerateCall {
-  policyVersion: number;
-  prompt: number[];
-  maxNewTokens: number;
-  seed: number;
-  temperature: number;
-  topP: number;
-  stopTokens: number[];
-  /** Strings that end generation, checked on the decoded text (a tag split across BPE tokens). */
-  stopStrings?: string[];
-}
-
-export interface GenerateReply {
-  tokens: number[];
-  logprobs: number[];
-  finish: 'stop_token' | 'stop_string' | 'length';
-  version: number;
 }
 
 export class PolicyService implements AsyncDisposable {

@@ -23,36 +23,16 @@ import { PolicyHost } from '../../../gpu/policy-host.js';
 import type { DeviceChoice } from '../../../gpu/session.js';
 import type { TrainMetrics } from '../../../gpu/trainer.js';
 import { sliceMiniBatch, type TrainBatch } from '../../../rl/batch.js';
-import type { LossTerm } from '../../../rl/losses.js';
 import { LossName } from '../../../rl/losses.js';
 import { holdPoint, killPoint } from '../../../util/kill-point.js';
-import type { CheckpointStore, PublishedCheckpoint } from '../../checkpoints/checkpoints.js';
+import type { CheckpointStore } from '../../checkpoints/checkpoints.js';
 import { SERVICE_START_WAIT_MS } from '../../nats/resend-request.js';
 import { answer, call, respondError } from '../../nats/wire.js';
 import type { PolicyHandle } from '../policy/policy-service.js';
 import { parseTrainCall } from '../service-requests.js';
+import type { TrainCall, TrainReply } from './protocol.js';
 
 export const TRAINER_QUEUE = 'trainer';
-
-export interface TrainCall {
-  step: number;
-  policyVersion: number;
-  batch: TrainBatch;
-  losses: LossTerm[];
-  lr: number;
-  epochs: number;
-  /** Rows of every update's graph (>= the largest mini-batch). */
-  rowsPerUpdate: number;
-  padId: number;
-}
-
-export interface TrainReply {
-  version: number;
-  /** DPO steps: each batch row's sequence logprob under the reference v0 (0 off pairs). */
-  refLogp?: number[];
-  metrics: Record<string, number>;
-  published: PublishedCheckpoint;
-}
 
 const MEAN_KEYS = [
   'loss',
