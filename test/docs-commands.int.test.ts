@@ -10,7 +10,16 @@
  * NATS: one private nats-server for the whole session (NATS_URL), so nothing is left behind.
  */
 import { execFile as execFileCb, spawn } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -342,6 +351,32 @@ t.test('the packed akbe bin and every command the docs show', async (t) => {
       t.match(r.out, /^usage: akbe <command> \[flags\]/, `${how}: the overview on stdout`);
       t.notMatch(r.err, /npm warn/, `${how}: no npm warnings`);
     }
+  });
+
+  await t.test('every subpath export imports from the installed package', async (t) => {
+    // A user's project of its own name (proj copies akbe's package.json, where 'akbe' would
+    // resolve to itself) with akbe installed: each entry by name, so a broken exports map or a
+    // missing built file fails here.
+    const user = join(tmp, 'user');
+    mkdirSync(join(user, 'node_modules'), { recursive: true });
+    writeFileSync(join(user, 'package.json'), '{"name": "user", "type": "module", "private": true}\n');
+    symlinkSync(pkg, join(user, 'node_modules/akbe'));
+    const probe = [
+      "const want = { akbe: 'labelBoundary', 'akbe/rl': 'registerAlgorithm', 'akbe/events': 'decodeEvent',",
+      "  'akbe/machines': 'rolloutInputs', 'akbe/tools': 'registerTool' };",
+      'for (const [spec, name] of Object.entries(want)) {',
+      '  const m = await import(spec);',
+      "  if (typeof m[name] !== 'function') throw new Error(spec + ' lacks ' + name);",
+      '  console.log(spec, Object.keys(m).length);',
+      '}',
+    ].join('\n');
+    const r = await run(process.execPath, ['--input-type=module', '-e', probe], {
+      cwd: user,
+      env,
+      timeoutMs: 60_000,
+    });
+    t.equal(r.code, 0, r.err);
+    t.match(r.out, /^akbe \d+\nakbe\/rl \d+\nakbe\/events \d+\nakbe\/machines \d+\nakbe\/tools \d+\n$/);
   });
 
   await t.test(

@@ -88,6 +88,7 @@ export interface EventDataMap {
   'eval.completed': EvalCompletedData;
   'run.finished': RunFinishedData;
 }
+/** The name of an event type (`run.started`, `rollout.completed`, ...). */
 export type EventType = keyof EventDataMap;
 
 /** The schema version this build writes for each type. Bump with an upcaster from the old one. */
@@ -107,6 +108,7 @@ export const CURRENT_VERSION: Readonly<Record<EventType, number>> = {
   'run.finished': 1,
 };
 
+/** Every event type of the catalog, in catalog order. */
 export const EVENT_TYPES = Object.keys(CURRENT_VERSION) as EventType[];
 
 const DATA_SCHEMA: { [K in EventType]: Schema<EventDataMap[K]> } = {
@@ -148,6 +150,7 @@ export const RUN_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 /** Printable ASCII without spaces: safe as a `Nats-Msg-Id` header value. */
 const DEDUPE_ID_PATTERN = /^[\x21-\x7e]{1,256}$/;
 
+/** The envelope every event carries: run, step, policy version, ids, seed, timestamp and dedupe id (JetStream `Nats-Msg-Id`). */
 export interface EventMeta {
   runId: string;
   /** Training step (0 for run-level events before the first step). */
@@ -175,6 +178,7 @@ export type MetaFor<K extends EventType> = EventMeta &
       ? { questionId: string }
       : unknown);
 
+/** The event of type `K`: its type, schema version, payload and envelope. */
 export type EventOf<K extends EventType> = { type: K; v: number; data: EventDataMap[K]; meta: MetaFor<K> };
 /** The union of all events, narrowed by `switch (event.type)`. */
 export type AkbeEvent = { [K in EventType]: EventOf<K> }[EventType];
@@ -193,6 +197,7 @@ const metaSchema = object<EventMeta>({
   seed: optional(uint32()),
 });
 
+/** Whether `x` names an event type of the catalog. */
 export function isEventType(x: unknown): x is EventType {
   return typeof x === 'string' && Object.hasOwn(CURRENT_VERSION, x);
 }

@@ -8,6 +8,7 @@ import type { AkbeEvent, EventOf, EventType } from './catalog.js';
 import type { EventStore } from './store.js';
 import type { StreamReadOptions } from './stream-reader.js';
 
+/** A fold of a run's events into a state: the types it reads, an initial state and a reducer. */
 export interface Projection<S, K extends EventType = EventType> {
   readonly name: string;
   initial(): S;
@@ -19,6 +20,7 @@ export interface Projection<S, K extends EventType = EventType> {
 /** The union of the events of types K. */
 export type EventIn<K extends EventType> = { [T in K]: EventOf<T> }[K];
 
+/** Declares a projection (typed by the event types it reads); `fold` and `foldRun` apply it. */
 export function defineProjection<S, const K extends EventType>(p: Projection<S, K>): Projection<S, K> {
   return p;
 }

@@ -44,6 +44,7 @@ export type { AppendResult } from './append.js';
 export type { StoredEvent } from './stored-messages.js';
 export type { EventSubscription, SubscribeOptions } from './subscription.js';
 
+/** Options of the event store: the duplicate window and stream replicas. */
 export interface EventStoreOptions extends StoredMessageOptions {
   /** JetStream duplicate window for Nats-Msg-Id deduplication (default 2 minutes). */
   duplicateWindowMs?: number;
@@ -51,6 +52,7 @@ export interface EventStoreOptions extends StoredMessageOptions {
   replicas?: number;
 }
 
+/** The run log on JetStream: append (deduplicated by message id), read, subscribe and replay events of a run. */
 export class EventStore implements AsyncDisposable {
   /** The live subscriptions; close() stops them. */
   private readonly subscriptions = new Set<EventSubscription>();

@@ -11,6 +11,7 @@ import { InvalidEventError, UnsupportedEventVersionError } from './errors.js';
 import type { DeadLetterReason } from './subjects.js';
 import { UPCASTERS, type UpcasterRegistry } from './upcast.js';
 
+/** An event as read back from the stream: its stream sequence, subject and decoded (upcast) event. */
 export interface StoredEvent {
   seq: number;
   subject: string;

@@ -13,6 +13,7 @@
 import { RUN_ID_PATTERN } from './catalog.js';
 import { InvalidRunIdError } from './errors.js';
 
+/** The JetStream stream that holds every run's events. */
 export const EVENTS_STREAM = 'AKBE_EVENTS';
 export const EVENTS_SUBJECTS = 'akbe.*.evt.>';
 /** The work queue of rollout commands (akbe.<run>.cmd.rollout). */
@@ -46,6 +47,7 @@ export function runPrefix(runId: string): string {
   return `akbe.${assertRunId(runId)}`;
 }
 
+/** The subject an event of `type` of run `runId` is stored under. */
 export function eventSubject(runId: string, type: string): string {
   return `${runPrefix(runId)}.evt.${type}`;
 }
@@ -59,6 +61,7 @@ export function commandSubject(runId: string, command: 'rollout'): string {
   return `${runPrefix(runId)}.cmd.${command}`;
 }
 
+/** The request subject of a run's service (generate, search, train). */
 export function serviceSubject(runId: string, service: ServiceName): string {
   return `${runPrefix(runId)}.svc.${service}`;
 }

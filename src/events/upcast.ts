@@ -20,6 +20,7 @@ export interface RawEvent {
   meta: unknown;
 }
 
+/** Upcasters by (type, from-version): decoding runs a stored payload through them up to the current version, so old logs stay readable. */
 export class UpcasterRegistry {
   private readonly table = new Map<string, Upcaster>();
 

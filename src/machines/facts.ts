@@ -23,6 +23,7 @@ import type {
 } from '../rl/types.js';
 import type { Json } from '../util/json.js';
 
+/** What a rollout machine reports: its start, each turn, each tool call, and its end. */
 export type RolloutFact =
   | {
       type: 'rollout.started';
@@ -62,6 +63,7 @@ export type RolloutFact =
     }
   | { type: 'rollout.completed'; result: RolloutResult };
 
+/** What a question machine reports: its rollouts' lifecycle, completion and boundary label. */
 export type QuestionFact =
   | {
       type: 'question.assigned';
@@ -90,6 +92,7 @@ export interface DroppedGroup {
   reason: DropReason;
 }
 
+/** What the learner machine reports: labels, targets, dropped groups, the step it trained. */
 export type LearnerFact =
   | {
       type: 'boundary.labeled';
@@ -132,11 +135,13 @@ export type LearnerFact =
       reason?: DropReason;
     };
 
+/** What the run machine reports: steps opening and the run's end. */
 export type RunFact =
   /** `seed`: the question-sampling seed, deriveSeed(runSeed, 'questions', step). */
   | { type: 'step.started'; step: number; policyVersion: number; questionIds: string[]; seed: number }
   | { type: 'run.finished'; steps: number; policyVersion: number };
 
+/** Every fact a machine reports (actors/log/fact-events.ts maps each to its event). */
 export type AkbeFact = RolloutFact | QuestionFact | LearnerFact | RunFact;
 
 /** The event a child sends its parent to relay a fact. */

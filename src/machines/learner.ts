@@ -59,6 +59,7 @@ export class PolicyVersionError extends Error {
   }
 }
 
+/** The learner machine's settings: the algorithm, its options and what a step trains on. */
 export interface LearnerInput {
   runSeed: number;
   /** η: how many versions a trained group may lag the version it trains from (default 0). */
@@ -92,6 +93,7 @@ export interface LearnerInput {
   padTo?: number;
 }
 
+/** What the learner asks the trainer for one step: the batch, the loss terms and the version it trains from. */
 export interface TrainRequest {
   step: number;
   /**
@@ -103,6 +105,7 @@ export interface TrainRequest {
   losses: LossTerm[];
 }
 
+/** The trainer's answer to a TrainRequest: the published version, the step's metrics and where its checkpoint lives. */
 export interface TrainResult {
   /** The published version: policyVersion + 1. */
   version: number;
@@ -245,6 +248,7 @@ function nextToTrain(c: LearnerContext): { step: number; version: number } {
 
 export type LearnerEvent = { type: 'group.completed'; group: QuestionGroup };
 
+/** The learner: collects a step's question groups, labels boundaries, picks targets, builds the train request and waits for the new version. */
 export const learnerMachine = setup({
   types: {
     input: {} as LearnerInput,

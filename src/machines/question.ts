@@ -43,6 +43,7 @@ export interface QuestionSpec {
   noToolPrompt: number[];
 }
 
+/** One question of one step: its prompts and gold answers, group sizes, limits, sampling and the run seed. */
 export interface QuestionInput {
   runSeed: number;
   step: number;
@@ -100,6 +101,7 @@ function groupOf(c: QuestionContext): QuestionGroup {
 type ChildDone = { type: `xstate.done.actor.${string}`; output: RolloutResult; actorId: string };
 type ChildError = { type: `xstate.error.actor.${string}`; error: unknown; actorId: string };
 
+/** A question's actor: fans out its with-tool and no-tool rollouts, collects them and reports the group. */
 export const questionMachine = setup({
   types: {
     input: {} as QuestionInput,

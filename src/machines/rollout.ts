@@ -44,6 +44,7 @@ export interface RolloutLimits {
   maxResponseTokens: number;
 }
 
+/** One rollout to run: ids, path, policy version, prompt, gold answers, seed, limits and sampling. */
 export interface RolloutInput {
   questionId: string;
   rolloutId: string;
@@ -58,6 +59,7 @@ export interface RolloutInput {
   sampling?: { temperature: number; topP: number };
 }
 
+/** One turn's decoding request from a rollout machine to its generate actor. */
 export interface GenerateRequest {
   rolloutId: string;
   questionId: string;
@@ -73,6 +75,7 @@ export interface GenerateRequest {
   topP: number;
 }
 
+/** A tool call a rollout machine hands to its callTool actor. */
 export interface ToolRequest {
   rolloutId: string;
   questionId: string;
@@ -85,6 +88,7 @@ export interface ToolRequest {
   turn: number;
 }
 
+/** The observation a tool call returns to the rollout machine. */
 export interface ToolResult {
   /** The tool's name, as tool.called records it. */
   tool: string;
@@ -176,6 +180,7 @@ const turnAction = (d: Decision): TurnActionKind =>
         ? 'invalid'
         : 'think';
 
+/** A rollout: generate a turn, call the tool it asks for, insert the observation, until an answer or a limit. */
 export const rolloutMachine = setup({
   types: {
     input: {} as RolloutInput,

@@ -26,6 +26,7 @@ import { type LearnerInput, learnerMachine } from './learner.js';
 import { type QuestionSpec, questionMachine } from './question.js';
 import type { RolloutLimits } from './rollout.js';
 
+/** A run's shape for the run machine: steps, questions per step, group sizes, staleness, seeds. */
 export interface RunInput {
   runSeed: number;
   steps: number;
@@ -49,6 +50,7 @@ export interface RunInput {
   maxStaleness?: number;
 }
 
+/** How far a run got: steps completed and the last policy version. */
 export interface RunOutput {
   steps: number;
   policyVersion: number;
@@ -90,6 +92,7 @@ type RunEvent = FactEvent | QuestionDone | { type: 'policy.published'; version: 
 
 const questionActorId = (step: number, questionId: string) => `question.s${step}.${questionId}`;
 
+/** The run: opens each step (synchronously, or up to maxStaleness ahead), spawns its question actors and the learner. */
 export const runMachine = setup({
   types: {
     input: {} as RunInput,

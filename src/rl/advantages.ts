@@ -14,7 +14,9 @@ export type AdvantageFn = (rewards: readonly number[]) => number[];
 export const AdvantageName = { GRPO: 'grpo', DR_GRPO: 'dr-grpo' } as const;
 
 const ADVANTAGES = new NamedRegistry<AdvantageFn>('advantage');
+/** Registers an advantage estimator (one question's rewards -> advantages) under `name`. */
 export const registerAdvantage = (name: string, fn: AdvantageFn): void => ADVANTAGES.register(name, fn);
+/** The advantage estimator registered under `name` (`advantage:` in a config); throws naming the registered ones. */
 export const getAdvantage = (name: string): AdvantageFn => ADVANTAGES.get(name);
 export const listAdvantages = (): string[] => ADVANTAGES.names();
 

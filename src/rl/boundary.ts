@@ -47,6 +47,7 @@ const isCorrect = (r: RolloutResult) => r.reward === 1;
 const byIndex = (a: RolloutResult, b: RolloutResult) =>
   a.index - b.index || (a.rolloutId < b.rolloutId ? -1 : 1);
 
+/** Labels one question's knowledge boundary from its with-tool and no-tool rollouts (the paper's four categories) and picks the AKBE target trajectory, if any. */
 export function labelBoundary(
   withTool: readonly RolloutResult[],
   noTool: readonly RolloutResult[],

@@ -9,6 +9,7 @@ import { algorithmOptions, getAlgorithm, listAlgorithms } from './algorithms/ind
 import { ConfigError } from './errors.js';
 import { AKBE_AGGREGATIONS, type AkbeAggregation } from './losses.js';
 
+/** A run's training settings (configs/*.yaml `train:`), as validated by `validateTrainConfig`; docs/training.md describes each field. */
 export interface TrainConfig {
   /** Algorithm name (src/rl/algorithms): 'akbe' = GRPO + lambda·L_AKBE; 'grpo' = the base method; 'otc-po', 'beta-grpo' = reward-shaping baselines. */
   algo: string;

@@ -60,6 +60,7 @@ export const LossName = {
 /** DPO's beta where the AKBE paper gives none: Rafailov et al. 2023's usual 0.1. */
 export const DEFAULT_DPO_BETA = 0.1;
 
+/** What a loss term registers: a description, the options it reads and their validation. */
 export interface LossSpec {
   description: string;
   /** Option keys the loss reads. */
@@ -69,8 +70,11 @@ export interface LossSpec {
 }
 
 const LOSSES = new NamedRegistry<LossSpec>('loss');
+/** Registers a loss term under `name` (the trainer maps it to its graph). */
 export const registerLoss = (name: string, spec: LossSpec): void => LOSSES.register(name, spec);
+/** The loss term registered under `name`; throws naming the registered ones. */
 export const getLoss = (name: string): LossSpec => LOSSES.get(name);
+/** The names of every registered loss term. */
 export const listLosses = (): string[] => LOSSES.names();
 
 function requireNumber(
@@ -116,6 +120,7 @@ registerLoss(LossName.DPO, {
   },
 });
 
+/** One term of a step's objective as sent to the trainer: the registered loss name and its options. */
 export interface LossTerm {
   name: string;
   options: Record<string, number>;

@@ -48,6 +48,7 @@ export function extractAnswer(text: string): string | null {
   return last === null ? null : pyStrip(last);
 }
 
+/** A trajectory's score: reward, exact match, the format verdict with its reason, and the extracted answer. */
 export interface TrajectoryScore {
   reward: number;
   em: 0 | 1;

@@ -6,6 +6,7 @@
 
 /** The two rollout paths of AKBE's dual-path probe. */
 export const ROLLOUT_PATHS = ['with-tool', 'no-tool'] as const;
+/** Which of a question's two rollout groups: with the search tool, or without (the knowledge probe). */
 export type RolloutPath = (typeof ROLLOUT_PATHS)[number];
 
 /**
@@ -18,10 +19,12 @@ export type RolloutPath = (typeof ROLLOUT_PATHS)[number];
  *   no-tool path, a self-written `<information>` block, ...).
  */
 export const STOP_REASONS = ['answer', 'eos', 'length', 'tool-limit', 'invalid-action'] as const;
+/** Why a rollout ended. */
 export type StopReason = (typeof STOP_REASONS)[number];
 
 /** What a turn ended with, as rollout.turn records it ('think': no action, EOS or the length limit). */
 export const TURN_ACTIONS = ['think', 'search', 'answer', 'invalid'] as const;
+/** What a turn of a rollout did, by the tag it closed with. */
 export type TurnActionKind = (typeof TURN_ACTIONS)[number];
 
 /** A piece of a response's text: written by the policy, or inserted by the environment. */
@@ -91,7 +94,9 @@ export interface QuestionGroup {
 
 /** The four knowledge-boundary categories of the paper (WT, NT). */
 export const BOUNDARY_CATEGORIES = ['tool-dependent', 'efficiency', 'hallucination', 'both-wrong'] as const;
+/** A question's knowledge-boundary category (the paper's Table 1), from the outcomes of its two paths. */
 export type BoundaryCategory = (typeof BOUNDARY_CATEGORIES)[number];
+/** Questions per boundary category (a step's or a run's). */
 export type CategoryCounts = Record<BoundaryCategory, number>;
 
 /** The category of a question from its two path outcomes (WT: any with-tool correct, NT: any no-tool correct). */
@@ -100,7 +105,9 @@ export function categoryOf(wt: boolean, nt: boolean): BoundaryCategory {
   return nt ? 'hallucination' : 'both-wrong';
 }
 
+/** How the AKBE target is chosen among a question's correct trajectories. */
 export type TargetSelection = 'min-tool-calls' | 'shortest';
+/** Whose prompt an AKBE target is trained under: the with-tool prompt, or the trajectory's own. */
 export type TargetContext = 'with-tool' | 'own';
 
 /** The selected AKBE target of a question: which rollout, and under which prompt it is scored. */
@@ -113,6 +120,7 @@ export interface BoundaryTarget {
   candidates: number;
 }
 
+/** One question's boundary label: its category, the outcomes behind it and the chosen target. */
 export interface BoundaryLabel {
   questionId: string;
   /** Any with-tool rollout correct. */

@@ -28,6 +28,7 @@ export type ToolFactory = (settings: { topK?: number }) => AnyTool;
 
 const FACTORIES = new Map<string, ToolFactory>();
 
+/** Registers a tool factory under `name`; a run's `tools:` list names it (throws on a duplicate). */
 export function registerTool(name: string, factory: ToolFactory): void {
   const prev = FACTORIES.get(name);
   if (prev && prev !== factory) throw new DuplicateToolError(`the name '${name}'`);

@@ -9,6 +9,7 @@ import { formatObservation } from '../retrieval/observation.js';
 import type { Json } from '../util/json.js';
 import { type ObserveOptions, type ServiceCall, type Tool, ToolReplyError } from './tool.js';
 
+/** The parsed arguments of a `<search>` call. */
 export interface SearchArgs {
   query: string;
 }
@@ -21,6 +22,7 @@ export interface SearchToolHit {
   score: number;
 }
 
+/** Settings of the search tool: passages per call. */
 export interface SearchToolOptions {
   /** Passages per call (Search-R1: 3). */
   topK?: number;
@@ -45,6 +47,7 @@ function hitsOf(body: unknown): SearchToolHit[] {
   });
 }
 
+/** The search tool: `<search> query </search>` -> svc.search -> the top passages as an observation. */
 export function searchTool(opts: SearchToolOptions = {}): Tool<SearchArgs, SearchToolHit[]> {
   const topk = opts.topK ?? 3;
   return {

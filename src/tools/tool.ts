@@ -18,11 +18,13 @@ import type { Json } from '../util/json.js';
 /** One request to a named service (`akbe.<run>.svc.<service>`), JSON in, JSON out. */
 export type ServiceCall = (service: string, body: Json, signal?: AbortSignal) => Promise<unknown>;
 
+/** Limits on the observation text a tool renders. */
 export interface ObserveOptions {
   /** Upper bound on the observation's length in characters. */
   maxChars?: number;
 }
 
+/** A tool the policy can call by its tag: name, tag, the service it calls, parse, call, observe and record (pure; I/O goes through the ServiceCall). */
 export interface Tool<Args = unknown, Reply = unknown> {
   readonly name: string;
   /** The tag the policy writes around a call: `<tag> … </tag>`. One tag per tool. */

@@ -9,6 +9,7 @@
 import { type BoundaryCategory, EVENT_TYPES, type EventOf } from '../catalog.js';
 import { defineProjection } from '../projection.js';
 
+/** Where a run stands for `--resume`: started or finished, the last published version, each question's last category, every dedupe id. */
 export interface ResumePoint {
   /** Dedupe ids of every event in the log. */
   known: Set<string>;
@@ -22,6 +23,7 @@ export interface ResumePoint {
   finished: boolean;
 }
 
+/** The projection `akbe train --resume` reads (ResumePoint). */
 export const resumePoint = defineProjection({
   name: 'resume-point',
   handles: EVENT_TYPES,

@@ -18,6 +18,7 @@ export interface StepFigures {
   unknownNoSearchRate: number | null;
 }
 
+/** A run's figures for reports: per-step metrics, evaluations and how it finished. */
 export interface RunFigures {
   algo: string | null;
   config: Record<string, unknown> | null;
@@ -31,6 +32,7 @@ export const RUN_FIGURE_TYPES = ['run.started', 'learner.step', 'eval.completed'
 
 const orNull = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? null : x);
 
+/** The projection `akbe experiment report` reads (RunFigures). */
 export const runFigures = defineProjection({
   name: 'run-figures',
   handles: RUN_FIGURE_TYPES,

@@ -5,6 +5,7 @@
 import { type CategoryCounts, EVENT_TYPES, type EventType, type RunStatus } from '../catalog.js';
 import { defineProjection } from '../projection.js';
 
+/** One run at a glance: status, algorithm, start and end, steps and the latest version (what `akbe runs` shows). */
 export interface RunSummary {
   runId: string | null;
   status: 'not-started' | 'running' | RunStatus;
@@ -29,6 +30,7 @@ export interface RunSummary {
   reason: string | null;
 }
 
+/** The projection `akbe runs` reads (RunSummary). */
 export const runSummary = defineProjection({
   name: 'run-summary',
   handles: EVENT_TYPES,

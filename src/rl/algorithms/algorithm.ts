@@ -28,6 +28,7 @@ export interface LossConfig {
   algoOptions?: Readonly<Record<string, unknown>>;
 }
 
+/** What an algorithm registers: its rewards, whether it trains AKBE targets and needs the no-tool probe, its loss terms and options (docs/algorithms.md). */
 export interface Algorithm {
   name: string;
   description: string;
@@ -80,7 +81,9 @@ export function registerAlgorithm(a: Algorithm): void {
     refuse('AKBE targets need the boundary labels, so needsNoTool must be true');
   ALGORITHMS.register(a.name, a);
 }
+/** The algorithm registered under `name` (`algo:` in a config); throws naming the registered ones. */
 export const getAlgorithm = (name: string): Algorithm => ALGORITHMS.get(name);
+/** The names of every registered algorithm. */
 export const listAlgorithms = (): string[] => ALGORITHMS.names();
 
 /** The outcome reward as the rollout machine scored it: EM with the format rule. */
