@@ -8,16 +8,18 @@
  */
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
 import t, { type Test } from 'tap';
 import { replayRun } from '../src/actors/inspect/inspect-replay.js';
 import { offlineTargets } from '../src/actors/orchestrator/offline-targets.js';
 import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
+import { readRunSpec } from '../src/actors/roles/roles.js';
 import { auditRunLog } from '../src/audit/audit.js';
 import { foldRunLog } from '../src/audit/run-log.js';
 import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
+import { loadPlugins } from '../src/plugins/plugins.js';
 import { worldEnvironment } from '../src/text/environment.js';
 import { readQuestions, readWorldTokenizer } from '../src/world/files.js';
 import { withNats } from './helpers/nats.js';
@@ -63,6 +65,43 @@ for (const algo of ['otc-po', 'beta-grpo']) {
     if (algo === 'beta-grpo') await spansRederive(t, events);
   });
 }
+
+t.test(
+  'a plugin algorithm (examples/plugins/search-cost.js) trains, is recorded and audits clean',
+  async (t) => {
+    const runId = 'alg-plugin';
+    const plugins = await loadPlugins(['examples/plugins/search-cost.js'], resolve('.'));
+    await runTraining({
+      nc: nats.nc,
+      js: jetstream(nats.nc),
+      store,
+      runId,
+      spec: {
+        ...tinySpec(fx, { algo: 'grpo-search-cost', batchQuestions: 4, miniBatchQuestions: 2, gWithTool: 4 }),
+        plugins,
+      },
+      runDir: join(runDir, runId),
+      concurrency: 8,
+      threads: 1,
+    });
+    const events: AkbeEvent[] = [];
+    for await (const { event } of store.replay(runId)) events.push(event);
+    const started = events.find((e): e is EventOf<'run.started'> => e.type === 'run.started')!;
+    t.equal(started.data.algo, 'grpo-search-cost');
+    t.same(started.data.config.plugins, plugins, 'run.started records the plugin and its sha256');
+    // What a worker or a resumed run reads back (and the recorded plugin passes its sha256 check).
+    t.same((await readRunSpec(store, runId)).plugins, plugins);
+    const r = auditRunLog(foldRunLog(events));
+    t.same(r.mismatches, [], JSON.stringify(r.mismatches.slice(0, 5)));
+    t.equal(r.settings.algo, 'grpo-search-cost');
+    t.equal(r.checked.steps, 2);
+    // The audit recomputes the plugin's rewards: a rollout that searched has reward - 0.1 x calls.
+    const searched = events.find(
+      (e): e is EventOf<'rollout.completed'> => e.type === 'rollout.completed' && e.data.toolCalls > 0,
+    );
+    t.ok(searched, 'some rollout searched, so the cost was charged');
+  },
+);
 
 /**
  * beta-GRPO gates on each call's token span. The audit cannot check a span against its tokens (it

@@ -213,7 +213,7 @@ export const LAYERS: string[][] = [
   ['rl', 'gpu', 'events'], // the algorithm, the compute core, the stored record: independent
   ['text', 'machines', 'retrieval'],
   ['audit', 'world', 'tools', 'serve', 'experiments'],
-  ['dashboard'],
+  ['dashboard', 'plugins'],
   ['actors/nats', 'actors/log'],
   ['actors/checkpoints'],
   ['actors/services'],

@@ -80,6 +80,7 @@ export function runSetup(r: LoadedRun): RunSetup {
       evalQuestions: spec.eval?.questions,
       evalSplits: spec.eval?.splits,
       keepCheckpoints: spec.keepCheckpoints,
+      plugins: spec.plugins?.length ? spec.plugins : undefined,
     }),
   ) as { [key: string]: Json };
   return {

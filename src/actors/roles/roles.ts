@@ -23,6 +23,7 @@ import type { EventStore } from '../../events/store.js';
 import { checkpointLimits } from '../../gpu/checkpoint.js';
 import { PolicyHost } from '../../gpu/policy-host.js';
 import type { DeviceChoice } from '../../gpu/session.js';
+import { loadRecordedPlugins, type PluginRef, pluginRefsOf } from '../../plugins/plugins.js';
 import { IndexSearcher } from '../../retrieval/searcher.js';
 import { lossTermsFor } from '../../rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG, type TrainConfig, validateTrainConfig } from '../../rl/config.js';
@@ -64,6 +65,8 @@ export interface RunSpec {
   eval?: EvalSettings;
   /** Policy versions kept on disk and in the object store (checkpoints.ts; default 5, 0 = all). */
   keepCheckpoints?: number;
+  /** The plugins the run loaded (src/plugins), recorded with their sha256. */
+  plugins?: PluginRef[];
 }
 
 export type EvalSplit = 'train' | 'dev' | 'test';
@@ -324,6 +327,7 @@ export function runSpecOf(config: Record<string, unknown>): RunSpec {
     keepCheckpoints: keepCheckpointsProblem(config.keepCheckpoints)
       ? undefined
       : (config.keepCheckpoints as number),
+    plugins: pluginRefsOf(config.plugins),
   };
 }
 
@@ -341,7 +345,11 @@ export async function readRunSpec(store: EventStore, runId: string, waitMs = 0):
   const deadline = Date.now() + waitMs;
   for (;;) {
     for await (const { event } of store.replay(runId)) {
-      if (event.type === 'run.started') return runSpecOf(event.data.config as Record<string, unknown>);
+      if (event.type === 'run.started') {
+        // The run's plugins first: the config may name an algorithm or tool only they register.
+        await loadRecordedPlugins(event.data.config.plugins);
+        return runSpecOf(event.data.config as Record<string, unknown>);
+      }
       break;
     }
     if (Date.now() >= deadline)

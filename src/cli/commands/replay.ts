@@ -246,6 +246,11 @@ const replay: CommandSpec = {
 
     let failed = false;
     if (question === undefined) {
+      // The run's plugins (sha256-checked) before the audit reads its algorithm from the registry.
+      const { loadRecordedPlugins } = await import('../../plugins/plugins.js');
+      const plugins = await loadRecordedPlugins(log.started?.data.config.plugins);
+      if (plugins.length)
+        ctx.err.write(`akbe replay: loaded the run's plugins: ${plugins.map((p) => p.path).join(', ')}\n`);
       const { auditPassed, auditRunLog } = await import('../../audit/audit.js');
       const { formatAuditReport } = await import('../../audit/report-format.js');
       const report = auditRunLog(log);

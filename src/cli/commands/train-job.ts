@@ -7,10 +7,11 @@
  * Config file (YAML or JSON): every key of src/rl/config.ts's TrainConfig, plus the run's
  * inputs: `world` (world dir), `policy` (base checkpoint dir), `topK`, `tools` (registered tool
  * names, default [search]), `index` (an `akbe index build` dir, default the world's), `evalQuestions`,
- * `evalSplits`, `keepCheckpoints`. An unknown key or a bad value is a ConfigFileError naming the file and the key.
+ * `evalSplits`, `keepCheckpoints`, `plugins` (modules that register algorithms or tools, loaded before
+ * the rest is validated; docs/api.md). An unknown key or a bad value is a ConfigFileError naming the file and the key.
  */
 import { readFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import YAML from 'yaml';
 import {
@@ -30,6 +31,7 @@ import { evaluateSplit, formatBeforeAfter, type SplitScore } from '../../actors/
 import { createEvent } from '../../events/catalog.js';
 import { EventStore } from '../../events/store.js';
 import { checkpointLimits } from '../../gpu/checkpoint.js';
+import { loadPlugins, type PluginRef } from '../../plugins/plugins.js';
 import { type TrainConfig, validateTrainConfig } from '../../rl/config.js';
 import { DEFAULT_TOOLS, toolsNamed } from '../../tools/registry.js';
 import { Progress } from '../../util/progress.js';
@@ -59,6 +61,8 @@ export interface JobConfig {
   evalSplits: EvalSettings['splits'];
   /** Policy versions kept on disk and in the object store (0 = all). */
   keepCheckpoints: number;
+  /** Plugins loaded before the config was validated (config `plugins`, then `--plugin`). */
+  plugins: PluginRef[];
 }
 
 const RUN_KEYS = [
@@ -70,6 +74,7 @@ const RUN_KEYS = [
   'evalQuestions',
   'evalSplits',
   'keepCheckpoints',
+  'plugins',
 ] as const;
 
 /** Parses and validates a config file's text; `file` names it in errors. */
@@ -77,6 +82,7 @@ export async function parseJobConfig(
   text: string,
   file: string,
   over: Partial<TrainConfig> = {},
+  extraPlugins: readonly string[] = [],
 ): Promise<JobConfig> {
   let raw: unknown;
   try {
@@ -98,6 +104,8 @@ export async function parseJobConfig(
     if (k in rest) run[k] = rest[k];
     delete rest[k];
   }
+  // Before the validation: a plugin may register the algorithm or tool the config names.
+  const plugins = await configPlugins(run.plugins, file, extraPlugins);
   let train: TrainConfig;
   try {
     train = validateTrainConfig({ ...rest, ...over });
@@ -160,10 +168,36 @@ export async function parseJobConfig(
     evalQuestions: int('evalQuestions', 0, 32),
     evalSplits: splits as JobConfig['evalSplits'],
     keepCheckpoints: keepCheckpoints as number,
+    plugins,
   };
 }
 
-export async function readJobConfig(file: string, over: Partial<TrainConfig> = {}): Promise<JobConfig> {
+/** Loads a config's `plugins` (paths relative to the config file) and then `--plugin`'s (to the cwd). */
+async function configPlugins(listed: unknown, file: string, extra: readonly string[]): Promise<PluginRef[]> {
+  if (
+    listed !== undefined &&
+    (!Array.isArray(listed) || !listed.every((x) => typeof x === 'string' && x !== ''))
+  )
+    throw new ConfigFileError(
+      file,
+      'plugins',
+      `config.plugins must be a list of module paths, got ${JSON.stringify(listed)}`,
+    );
+  try {
+    return [
+      ...(await loadPlugins((listed as string[] | undefined) ?? [], dirname(resolve(file)))),
+      ...(await loadPlugins(extra, process.cwd())),
+    ];
+  } catch (err) {
+    throw new ConfigFileError(file, 'plugins', (err as Error).message, { cause: err });
+  }
+}
+
+export async function readJobConfig(
+  file: string,
+  over: Partial<TrainConfig> = {},
+  extraPlugins: readonly string[] = [],
+): Promise<JobConfig> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -175,7 +209,7 @@ export async function readJobConfig(file: string, over: Partial<TrainConfig> = {
       { cause: err },
     );
   }
-  return parseJobConfig(text, file, over);
+  return parseJobConfig(text, file, over, extraPlugins);
 }
 
 /**
@@ -246,6 +280,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
       index: o.job.index,
       eval: { questions: o.job.evalQuestions, splits: o.job.evalSplits },
       keepCheckpoints: o.job.keepCheckpoints,
+      plugins: o.job.plugins,
     };
   }
   const evalSettings = runEvalSettings(spec, o.job, (line) => o.err.write(`train: ${line}\n`));

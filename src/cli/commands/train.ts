@@ -70,13 +70,23 @@ const train: CommandSpec = {
   summary:
     'Train a policy with GRPO or GRPO+AKBE on a world (progress, a line per step, dev eval before/after)',
   flags: {
-    algo: { type: 'string', value: 'A', description: `${ALGOS.join(' | ')} (overrides the config file)` },
+    algo: {
+      type: 'string',
+      value: 'A',
+      description: `${ALGOS.join(' | ')} (overrides the config file; a plugin's algorithm: name it in the config)`,
+    },
     config: { type: 'string', value: 'FILE', description: 'YAML or JSON config (see configs/default.yaml)' },
     steps: { type: 'string', value: 'N', description: 'training steps (overrides the config file)' },
     'frozen-policy': {
       type: 'string',
       value: 'DIR',
       description: "offline-akbe's frozen checkpoint: a directory or run:<run id> (config frozenPolicy)",
+    },
+    plugin: {
+      type: 'string',
+      value: 'FILES',
+      description:
+        "modules that register algorithms or tools, comma-separated (after the config's plugins; docs/api.md)",
     },
     'run-id': { type: 'string', value: 'ID', description: 'run id (default: train-<time>)' },
     resume: { type: 'boolean', description: 'continue --run-id from its log and checkpoints' },
@@ -116,11 +126,16 @@ const train: CommandSpec = {
       ...(steps ? { steps } : {}),
       ...(frozenPolicy ? { frozenPolicy } : {}),
     };
+    const plugins = typeof ctx.flags.plugin === 'string' ? ctx.flags.plugin.split(',').filter(Boolean) : [];
+    if (resume && plugins.length)
+      throw new UsageError(
+        '--plugin with --resume: a resumed run loads the plugins its run.started recorded',
+      );
     const { readJobConfig, parseJobConfig, runTrainJob } = await import('./train-job.js');
     const job =
       typeof ctx.flags.config === 'string'
-        ? await readJobConfig(ctx.flags.config, over)
-        : await parseJobConfig('{}', 'config', over);
+        ? await readJobConfig(ctx.flags.config, over, plugins)
+        : await parseJobConfig('{}', 'config', over, plugins);
     const concurrency = intFlag(ctx, 'concurrency', { min: 1 })!;
     const threads = intFlag(ctx, 'threads', { min: 0 })!;
     const device = choiceFlag(ctx, 'device', DEVICES, 'cpu')!;
