@@ -162,6 +162,19 @@ t.test('Gather rows with repeated indices accumulates (embedding)', (t) =>
     build: (x) => ops.gather(x.e, x.i),
   }),
 );
+t.test('Gather from a rank-3 table: whole [2, 2] rows accumulate', (t) =>
+  gradcheck(t, {
+    inputs: { e: { shape: [3, 2, 2] }, i: { shape: [4], values: [2, 0, 2, 2], dtype: 'int64' } },
+    build: (x) => ops.gather(x.e, x.i),
+  }),
+);
+t.test('Gather from a rank-1 table (scalar rows)', (t) =>
+  gradcheck(t, {
+    inputs: { e: { shape: [5] }, i: { shape: [2, 2], values: [4, 1, 4, 0], dtype: 'int64' } },
+    build: (x) => ops.gather(x.e, x.i),
+    expect: (x) => [4, 1, 4, 0].map((k) => x.e[k]),
+  }),
+);
 t.test('GatherElements picks entries per row, repeats accumulate', (t) =>
   gradcheck(t, {
     inputs: {

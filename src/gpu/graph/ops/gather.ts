@@ -1,7 +1,14 @@
 /**
  * Indexing: Gather (embedding lookup), GatherElements (pick one logit per row), and the
- * scatter-add ops that are their gradients (ScatterND / ScatterElements with reduction 'add',
- * opset >= 16), so an embedding gradient costs N x D adds instead of a [N, V] one-hot product.
+ * scatter-add ops that are their gradients (ScatterElements with reduction 'add', opset >= 16),
+ * so an embedding gradient costs N x D adds instead of a [N, V] one-hot product.
+ *
+ * Both gradients use ScatterElements, never ScatterND: ORT's CPU ScatterND with reduction 'add'
+ * splits the N updated rows across intra-op threads, so two threads adding into one embedding row
+ * race (the sum's order, and so its bits, changes run to run once N x D is large enough to be
+ * split; test/train-deterministic.test.ts). Its ScatterElements applies the updates to each output
+ * element in index order (no two threads share an element), so duplicates always accumulate in
+ * the same sequence: the bits ScatterND gives on one thread, on any number of threads.
  */
 import { registerGradRules } from '../autodiff.js';
 import { A, GraphBuildError, normAxis, type Shape, type Tensor } from '../graph.js';
@@ -39,21 +46,48 @@ export function scatterElementsAdd(base: Tensor, indices: Tensor, updates: Tenso
   )[0];
 }
 
-/** base with updates[n] added at base[indices[n]] (indices [..., k]; duplicates accumulate). */
+/**
+ * base with updates[n] added at base[indices[n]] (indices [..., k]; duplicates accumulate). No
+ * gradient uses it: on ORT's CPU provider duplicates race across threads (see the file's head);
+ * bench/embedding-grad.ts times it against gatherRowsGrad.
+ */
 export function scatterNDAdd(base: Tensor, indices: Tensor, updates: Tensor): Tensor {
   return base.graph.addNode('ScatterND', [base, indices, updates], { reduction: A.s('add') }, [
     { dtype: base.dtype, shape: base.shape },
   ])[0];
 }
 
+/**
+ * [N, 1] row indices broadcast to [N, ...row] (each index repeated along its row), the indices
+ * ScatterElements wants to add whole rows along axis 0. Expand to [1, ...row] so N may be symbolic.
+ */
+function rowIndices(flatIdx: Tensor, rows: Shape): Tensor {
+  if (rows.length === 0) return reshape(flatIdx, [-1]);
+  if (rows.some((d) => typeof d !== 'number'))
+    throw new GraphBuildError('Gather', `gradient needs static row dims, got [${rows}]`);
+  const g = flatIdx.graph;
+  const col = rows.length > 1 ? reshape(flatIdx, [-1, ...rows.map(() => 1)]) : flatIdx;
+  return g.addNode('Expand', [col, g.ints([1, ...(rows as number[])])], {}, [
+    { dtype: flatIdx.dtype, shape: [flatIdx.shape[0], ...rows] },
+  ])[0];
+}
+
+/**
+ * d loss / d table of `gather(table, idx)` (axis 0) given `g`, its output's gradient: each row of
+ * g added into the table row it was read from, duplicates in index order (deterministic).
+ */
+export function gatherRowsGrad(table: Tensor, idx: Tensor, g: Tensor): Tensor {
+  // Rows of the table: flatten the indices to [N, 1] and the gradient to [N, ...row].
+  const rows = table.shape.slice(1);
+  const flatIdx = unsqueeze(reshape(idx, [-1]), [1]); // [N, 1]
+  const flatG = reshape(g, [-1, ...rows]); // [N, ...row]
+  return scatterElementsAdd(zerosOf(table), rowIndices(flatIdx, rows), flatG, 0);
+}
+
 registerGradRules({
   Gather: ([g], { inputs: [data, idx], attrs }) => {
     if (attrs.axis.v !== 0) throw new GraphBuildError('Gather', 'gradient implemented for axis 0 only');
-    // Rows of the table: flatten the indices to [N, 1] and the gradient to [N, ...row].
-    const rows = data!.shape.slice(1);
-    const flatIdx = unsqueeze(reshape(idx!, [-1]), [1]); // [N, 1]
-    const flatG = reshape(g!, [-1, ...rows]); // [N, ...row]
-    return [scatterNDAdd(zerosOf(data!), flatIdx, flatG), null];
+    return [gatherRowsGrad(data!, idx!, g!), null];
   },
   GatherElements: ([g], { inputs: [data, idx], attrs }) => [
     scatterElementsAdd(zerosOf(data!), idx!, g!, attrs.axis.v as number),
