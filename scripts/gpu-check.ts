@@ -1,25 +1,29 @@
 /**
- * GPU acceptance check, one command on a GPU machine (`scripts/gpu-check.sh`):
- *   1. parity: logprobs of the tiny GPT-2, Qwen3, Qwen2 and Llama models (bench/configs/tiny-*)
- *      on the GPU provider equal those on CPU (max |difference| <= --tol, default 1e-3: GPU
- *      matmuls may use TF32-like reduced precision);
- *   2. a training step (GRPO + AKBE loss, backward, AdamW) of the tiny Qwen3 on both devices:
- *      same loss and same updated logprobs within --tol;
- *   3. 16-bit weights (src/gpu/model-inputs.ts): the tiny models on the GPU with float16 and
- *      bfloat16 weight inputs equal the CPU's float32 graphs on the same rounded weights;
- *   4. decode throughput of a random Qwen3-0.6B-shaped policy on the GPU at batch 1 and 16, its
- *      weights fed as --weights-dtype (default float32; float16 / bfloat16 halve what is fed).
- *      float16 inputs are widened by Cast, bfloat16 by a Gather from a table: whether the GPU
- *      provider places those nodes on the GPU shows in `akbe policy info --device D`.
- * Prints ONE summary line (`gpu-check: OK ...` or `gpu-check: FAIL ...`) on stdout; progress goes
- * to stderr. Exit 0 = OK, 1 = a check failed, 2 = no GPU provider here (one line saying why).
+ * GPU acceptance check, one stage per process (`scripts/gpu-check.sh` runs the stages, each under
+ * its own timeout, samples GPU memory and prints the one summary line):
+ *   probe       the first GPU provider that creates a session (exit 2 and the reason if none);
+ *   parity      logprobs of the tiny GPT-2, Qwen3, Qwen2 and Llama models (bench/configs/tiny-*)
+ *               on the GPU provider equal those on CPU (max |difference| <= --tol, default 1e-3:
+ *               GPU matmuls may use TF32-like reduced precision);
+ *   half        16-bit weights (src/gpu/model-inputs.ts): the tiny models on the GPU with float16
+ *               and bfloat16 weight inputs equal the CPU's float32 graphs on the same rounded weights;
+ *   train       a training step (GRPO + AKBE loss, backward, AdamW) of the tiny Qwen3 on both
+ *               devices: same loss and same updated logprobs within --tol;
+ *   decode      decode throughput of a random Qwen3-0.6B-shaped policy at batch 1 and 16, its
+ *               weights fed as --weights-dtype (float16 / bfloat16 halve what is fed);
+ *   train-speed training-step throughput of the 0.6B shape (B x T = 4 x 128).
+ * Each stage prints ONE line on stdout (`<stage>: <figures>`); progress goes to stderr. Exit 0 =
+ * within tolerance, 1 = a check failed, 2 = no GPU provider here (probe; the line says why).
  *
- *   node dist/scripts/gpu-check.js [--device auto|cuda|webgpu] [--tol 1e-3] [--skip-scale]
+ *   node dist/scripts/gpu-check.js --stage S [--device auto|cuda|webgpu] [--tol 1e-3]
  *     [--weights-dtype float32|float16|bfloat16]
  *
- * `--device cpu` is a dry run of the script itself (CPU against CPU), for machines without a GPU.
+ * `--device cpu` is a dry run of a stage itself (CPU against CPU), for machines without a GPU.
+ * Configs are read from ./bench/configs (run from the repository root): the script also runs as
+ * one esbuild bundle (scripts/gpu-fetch-loader.sh), where import.meta.url is elsewhere.
  */
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { architecture, type PolicyConfig, parsePolicyConfig } from '../src/gpu/architecture.js';
 import { DEFAULT_GPT_CONFIG } from '../src/gpu/config.js';
@@ -33,16 +37,15 @@ const { values: flags } = parseArgs({
   options: {
     device: { type: 'string', default: 'auto' },
     tol: { type: 'string', default: '1e-3' },
-    'skip-scale': { type: 'boolean', default: false },
+    stage: { type: 'string', default: 'probe' },
     'weights-dtype': { type: 'string', default: 'float32' },
   },
 });
 const scaleWeights = flags['weights-dtype'] as WeightsDtype;
 const tol = Number(flags.tol);
 const log = (s: string) => process.stderr.write(`gpu-check: ${s}\n`);
-const configDir = new URL('../../bench/configs/', import.meta.url);
 const readConfig = (file: string) =>
-  parsePolicyConfig(JSON.parse(readFileSync(new URL(file, configDir), 'utf8')), file);
+  parsePolicyConfig(JSON.parse(readFileSync(resolve('bench/configs', file), 'utf8')), file);
 
 /** The first GPU provider that creates a session, or the one-line reason none did. */
 async function findGpu(): Promise<{ device: Device } | { why: string }> {
@@ -173,35 +176,78 @@ async function decodeScale(device: Device): Promise<{ b1: number; b16: number }>
   return { b1: await rate(1), b16: await rate(16) };
 }
 
+/** 0.6B-shaped training steps on the device: tokens per second over 3 steps after a warm-up. */
+async function trainSpeed(device: Device): Promise<{ tokPerSec: number; stepSec: number }> {
+  const cfg = readConfig('qwen3-0.6b.json');
+  const [B, T] = [4, 128];
+  const V = cfg.vocab_size;
+  const batch = {
+    inputIds: Array.from({ length: B * T }, (_, i) => (i * 7919) % V),
+    lossMask: new Array(B * (T - 1)).fill(1),
+    oldLogprobs: new Array(B * (T - 1)).fill(-Math.log(V)),
+    advantages: Array.from({ length: B }, (_, b) => (b % 2 ? 1 : -1)),
+  };
+  await using rt = await PolicyRuntime.create(cfg, architecture(cfg).initParams(0), {
+    device,
+    trainer: { hyper: { lr: 1e-5 } },
+  });
+  await rt.trainStep({ batch }); // warm-up (session creation)
+  const t0 = performance.now();
+  for (let i = 0; i < 3; i++) await rt.trainStep({ batch });
+  const stepSec = (performance.now() - t0) / 3000;
+  return { tokPerSec: (B * T) / stepSec, stepSec };
+}
+
+const e1 = (x: number) => x.toExponential(1);
+
+/** Runs one stage; returns its line and whether it passed. */
+async function stage(name: string, dev: Device): Promise<[string, boolean]> {
+  switch (name) {
+    case 'parity': {
+      const p = await parity(dev);
+      return [`max|dlogprob|=${e1(p.worst)} over ${p.models} tiny models`, p.worst <= tol];
+    }
+    case 'half': {
+      const h = await halfParity(dev);
+      return [`16-bit weights max|dlogprob|=${e1(h.worst)} over ${h.runs} runs`, h.worst <= tol];
+    }
+    case 'train': {
+      const tr = await trainStep(dev);
+      const ok = tr.lossDiff <= tol && tr.afterDiff <= tol;
+      return [`tiny step |dloss|=${e1(tr.lossDiff)} |dlogprob after|=${e1(tr.afterDiff)}`, ok];
+    }
+    case 'decode': {
+      const s = await decodeScale(dev);
+      return [`0.6B ${scaleWeights} ${s.b1.toFixed(1)} tok/s at batch 1, ${s.b16.toFixed(1)} at 16`, true];
+    }
+    case 'train-speed': {
+      const s = await trainSpeed(dev);
+      return [`0.6B 4x128 ${s.tokPerSec.toFixed(0)} tok/s (${s.stepSec.toFixed(2)} s/step)`, true];
+    }
+    default:
+      throw new Error(`--stage must be probe, parity, half, train, decode or train-speed, got '${name}'`);
+  }
+}
+
 async function main(): Promise<number> {
   const found = await findGpu();
   if ('why' in found) {
-    process.stdout.write(`gpu-check: SKIP ${found.why}\n`);
+    process.stdout.write(`SKIP: ${found.why}\n`);
     return 2;
   }
-  const dev = found.device;
-  const p = await parity(dev);
-  const half = await halfParity(dev);
-  const tr = await trainStep(dev);
-  const scale = flags['skip-scale'] ? undefined : await decodeScale(dev);
-  const ok = p.worst <= tol && half.worst <= tol && tr.lossDiff <= tol && tr.afterDiff <= tol;
-  const parts = [
-    `device=${dev}`,
-    `parity max|dlogprob|=${p.worst.toExponential(1)} over ${p.models} tiny models`,
-    `16-bit weights max|dlogprob|=${half.worst.toExponential(1)} over ${half.runs} runs`,
-    `train step |dloss|=${tr.lossDiff.toExponential(1)} |dlogprob after|=${tr.afterDiff.toExponential(1)}`,
-    scale
-      ? `Qwen3-0.6B decode (${scaleWeights} weights) ${scale.b1.toFixed(1)} tok/s at batch 1, ${scale.b16.toFixed(1)} at batch 16`
-      : 'scale skipped',
-  ];
-  process.stdout.write(`gpu-check: ${ok ? 'OK' : `FAIL (tolerance ${tol})`} ${parts.join(', ')}\n`);
+  if (flags.stage === 'probe') {
+    process.stdout.write(`probe: ${found.device}\n`);
+    return 0;
+  }
+  const [line, ok] = await stage(flags.stage, found.device);
+  process.stdout.write(`${flags.stage}: ${line}${ok ? '' : ` FAIL (tolerance ${tol})`}\n`);
   return ok ? 0 : 1;
 }
 
 main().then(
   (code) => process.exit(code),
   (e) => {
-    process.stdout.write(`gpu-check: FAIL ${(e as Error).message.split('\n')[0]}\n`);
+    process.stdout.write(`${flags.stage}: FAIL ${(e as Error).message.split('\n')[0]}\n`);
     process.exit(1);
   },
 );
