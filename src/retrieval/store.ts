@@ -95,69 +95,15 @@ export async function buildIndex(opts: BuildIndexOptions): Promise<IndexMeta> {
   const tmp = await mkdtemp(join(dirname(out), `.${basename(out)}.building-`));
   let embedder: Embedder | null = null;
   try {
-    // Pass 1 validates every line before any expensive work, counts passages and (lexical)
-    // fits document frequencies.
-    const scan = progressStream ? new Progress('scanning corpus', { stream: progressStream }) : null;
-    const freq =
-      opts.embedder.kind === 'lexical'
-        ? new DocumentFrequencies({ ...LEXICAL_DEFAULTS, ...opts.embedder.params })
-        : null;
-    let count = 0;
-    for await (const p of readCorpus(opts.corpus)) {
-      freq?.add(p.contents);
-      count++;
-      scan?.tick();
-      if (count % 1024 === 0) opts.signal?.throwIfAborted();
-    }
-    scan?.finish();
+    const { count, freq } = await scanCorpus(opts, progressStream);
     embedder = freq ? LexicalEmbedder.fromFrequencies(freq) : await createEmbedder(opts.embedder);
-
-    // Pass 2: embed in batches, add to HNSW, copy the passages in label order.
     const index = HnswIndex.create(embedder.dim, count, hnswParams);
-    const passagesFile = await open(join(tmp, PASSAGES_FILE), 'w');
-    const offsets = new Float64Array(count + 1);
-    const bar = progressStream
-      ? new Progress('embedding + indexing', { stream: progressStream, total: count })
-      : null;
-    let label = 0;
-    let bytes = 0;
-    const batchSize = opts.batchSize ?? 64;
-    const flush = async (batch: Passage[]) => {
-      opts.signal?.throwIfAborted();
-      const rows = await embedder!.embedPassages(batch.map((p) => p.contents));
-      let chunk = '';
-      for (let i = 0; i < batch.length; i++) {
-        index.add(rows[i], label);
-        const line = `${JSON.stringify({ id: batch[i].id, contents: batch[i].contents })}\n`;
-        offsets[label] = bytes;
-        bytes += Buffer.byteLength(line);
-        chunk += line;
-        label++;
-      }
-      await passagesFile.write(chunk);
-      bar?.tick(batch.length);
-    };
-    try {
-      let batch: Passage[] = [];
-      for await (const p of readCorpus(opts.corpus)) {
-        batch.push(p);
-        if (batch.length >= batchSize) {
-          await flush(batch);
-          batch = [];
-        }
-      }
-      if (batch.length) await flush(batch);
-    } finally {
-      await passagesFile.close();
-    }
-    bar?.finish();
-    if (label !== count)
+    const { offsets, passages } = await embedCorpus(opts, embedder, index, tmp, count, progressStream);
+    if (passages !== count)
       throw new IndexBuildError(
-        `corpus ${opts.corpus} changed during the build (${count} then ${label} passages)`,
+        `corpus ${opts.corpus} changed during the build (${count} then ${passages} passages)`,
         out,
       );
-    offsets[count] = bytes;
-
     index.write(join(tmp, HNSW_FILE));
     await writeFile(join(tmp, OFFSETS_FILE), new Uint8Array(offsets.buffer));
     const meta: IndexMeta = {
@@ -192,6 +138,84 @@ export async function buildIndex(opts: BuildIndexOptions): Promise<IndexMeta> {
   } finally {
     await embedder?.close();
   }
+}
+
+/**
+ * Pass 1: validates every line before any expensive work, counts passages and (lexical) fits the
+ * document frequencies the embedder is made from.
+ */
+async function scanCorpus(
+  opts: BuildIndexOptions,
+  progressStream: NodeJS.WritableStream | null,
+): Promise<{ count: number; freq: DocumentFrequencies | null }> {
+  const scan = progressStream ? new Progress('scanning corpus', { stream: progressStream }) : null;
+  const freq =
+    opts.embedder.kind === 'lexical'
+      ? new DocumentFrequencies({ ...LEXICAL_DEFAULTS, ...opts.embedder.params })
+      : null;
+  let count = 0;
+  for await (const p of readCorpus(opts.corpus)) {
+    freq?.add(p.contents);
+    count++;
+    scan?.tick();
+    if (count % 1024 === 0) opts.signal?.throwIfAborted();
+  }
+  scan?.finish();
+  return { count, freq };
+}
+
+/**
+ * Pass 2: embeds the corpus in batches, adds each row to the HNSW index under its label, and
+ * copies the passages in label order into `tmp` with their byte offsets ([count + 1]).
+ */
+async function embedCorpus(
+  opts: BuildIndexOptions,
+  embedder: Embedder,
+  index: HnswIndex,
+  tmp: string,
+  count: number,
+  progressStream: NodeJS.WritableStream | null,
+): Promise<{ offsets: Float64Array; passages: number }> {
+  const passagesFile = await open(join(tmp, PASSAGES_FILE), 'w');
+  const offsets = new Float64Array(count + 1);
+  const bar = progressStream
+    ? new Progress('embedding + indexing', { stream: progressStream, total: count })
+    : null;
+  let label = 0;
+  let bytes = 0;
+  const batchSize = opts.batchSize ?? 64;
+  const flush = async (batch: Passage[]) => {
+    opts.signal?.throwIfAborted();
+    const rows = await embedder.embedPassages(batch.map((p) => p.contents));
+    let chunk = '';
+    for (let i = 0; i < batch.length; i++) {
+      index.add(rows[i], label);
+      const line = `${JSON.stringify({ id: batch[i].id, contents: batch[i].contents })}\n`;
+      // A corpus that grew since pass 1 is refused by the caller; its extra rows get no offset.
+      if (label < count) offsets[label] = bytes;
+      bytes += Buffer.byteLength(line);
+      chunk += line;
+      label++;
+    }
+    await passagesFile.write(chunk);
+    bar?.tick(batch.length);
+  };
+  try {
+    let batch: Passage[] = [];
+    for await (const p of readCorpus(opts.corpus)) {
+      batch.push(p);
+      if (batch.length >= batchSize) {
+        await flush(batch);
+        batch = [];
+      }
+    }
+    if (batch.length) await flush(batch);
+  } finally {
+    await passagesFile.close();
+  }
+  bar?.finish();
+  if (label === count) offsets[count] = bytes;
+  return { offsets, passages: label };
 }
 
 /** Creates an embedder from its spec (e5's worker loads onnxruntime when it starts). */
