@@ -201,12 +201,39 @@ export function encodeSafetensors(
   return out;
 }
 
+type Fail = (problem: string, cause?: unknown) => never;
+
 /** Parses safetensors bytes. `file` is used only in error messages. */
 export function decodeSafetensors(bytes: Uint8Array, file: string): SafetensorsFile {
   assertLittleEndianHost();
-  const fail = (problem: string, cause?: unknown): never => {
+  const fail: Fail = (problem, cause) => {
     throw new SafetensorsFormatError(file, problem, cause === undefined ? undefined : { cause });
   };
+  const { header, dataStart } = readHeader(bytes, fail);
+  const dataLen = bytes.length - dataStart;
+  const metadata: Record<string, string> = {};
+  const tensors = new Map<string, SafetensorsTensor>();
+  const ranges: Array<[number, number, string]> = [];
+  for (const [name, raw] of Object.entries(header)) {
+    if (name === '__metadata__') {
+      if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
+        fail('__metadata__ is not an object');
+      for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
+        if (typeof v !== 'string') fail(`__metadata__.${k} is not a string`);
+        metadata[k] = v as string;
+      }
+      continue;
+    }
+    const { tensor, begin, end } = tensorEntry(name, raw, bytes.subarray(dataStart), fail);
+    ranges.push([begin, end, name]);
+    tensors.set(name, tensor);
+  }
+  checkTiling(ranges, dataLen, fail);
+  return { tensors, metadata };
+}
+
+/** The 8-byte length and the JSON header it announces (bounded by the file and MAX_HEADER_BYTES). */
+function readHeader(bytes: Uint8Array, fail: Fail): { header: Record<string, unknown>; dataStart: number } {
   if (bytes.length < 8)
     fail(
       `too short for a safetensors file (${bytes.length} bytes; the format starts with an 8-byte header length)`,
@@ -226,68 +253,64 @@ export function decodeSafetensors(bytes: Uint8Array, file: string): SafetensorsF
   }
   if (typeof header !== 'object' || header === null || Array.isArray(header))
     fail('header is not a JSON object');
+  return { header: header as Record<string, unknown>, dataStart };
+}
 
-  const dataLen = bytes.length - dataStart;
-  const metadata: Record<string, string> = {};
-  const tensors = new Map<string, SafetensorsTensor>();
-  const ranges: Array<[number, number, string]> = [];
-  for (const [name, raw] of Object.entries(header as Record<string, unknown>)) {
-    if (name === '__metadata__') {
-      if (typeof raw !== 'object' || raw === null || Array.isArray(raw))
-        fail('__metadata__ is not an object');
-      for (const [k, v] of Object.entries(raw as Record<string, unknown>)) {
-        if (typeof v !== 'string') fail(`__metadata__.${k} is not a string`);
-        metadata[k] = v as string;
-      }
-      continue;
-    }
-    const info = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
-    if (typeof info !== 'object' || info === null) fail(`entry for tensor ${name} is not an object`);
-    const dtype = info.dtype;
-    if (typeof dtype !== 'string' || !(dtype in DTYPE_BYTES)) {
-      fail(
-        `tensor ${name} has dtype ${JSON.stringify(dtype)}; supported: ${Object.keys(DTYPE_BYTES).join(', ')}`,
-      );
-    }
-    const shape = info.shape;
-    if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0))
-      fail(`tensor ${name} has an invalid shape ${JSON.stringify(shape)}`);
-    const offs = info.data_offsets;
-    if (
-      !Array.isArray(offs) ||
-      offs.length !== 2 ||
-      !offs.every((o) => Number.isSafeInteger(o) && o >= 0) ||
-      offs[0] > offs[1]
-    ) {
-      fail(`tensor ${name} has invalid data_offsets ${JSON.stringify(offs)}`);
-    }
-    const [begin, end] = offs as [number, number];
-    const elemBytes = DTYPE_BYTES[dtype as SafetensorsDtype];
-    const n = numel(shape as number[]);
-    if (end - begin !== n * elemBytes)
-      fail(
-        `tensor ${name}: data_offsets span ${end - begin} bytes but shape [${(shape as number[]).join(', ')}] x ${dtype} needs ${n * elemBytes}`,
-      );
-    if (end > dataLen)
-      fail(`tensor ${name} ends at byte ${end} of a ${dataLen}-byte data section: file truncated`);
-    ranges.push([begin, end, name]);
-    // Copy into a fresh, aligned buffer: the file's bytes need not be aligned. (Not slice():
-    // on a Node Buffer it returns a view of the shared pool.)
-    const buf = new ArrayBuffer(end - begin);
-    new Uint8Array(buf).set(bytes.subarray(dataStart + begin, dataStart + end));
-    const data: TensorData =
-      dtype === 'F32'
-        ? new Float32Array(buf)
-        : dtype === 'BF16' || dtype === 'F16'
-          ? new Uint16Array(buf)
-          : dtype === 'F64'
-            ? new Float64Array(buf)
-            : dtype === 'I64'
-              ? new BigInt64Array(buf)
-              : new Int32Array(buf);
-    tensors.set(name, { dtype: dtype as SafetensorsDtype, shape: shape as number[], data });
+/** One tensor's header entry checked against the data section `data`, and its bytes copied out. */
+function tensorEntry(
+  name: string,
+  raw: unknown,
+  data: Uint8Array,
+  fail: Fail,
+): { tensor: SafetensorsTensor; begin: number; end: number } {
+  const info = raw as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
+  if (typeof info !== 'object' || info === null) fail(`entry for tensor ${name} is not an object`);
+  const dtype = info.dtype;
+  if (typeof dtype !== 'string' || !(dtype in DTYPE_BYTES)) {
+    fail(
+      `tensor ${name} has dtype ${JSON.stringify(dtype)}; supported: ${Object.keys(DTYPE_BYTES).join(', ')}`,
+    );
   }
-  // The reference reader requires the ranges to tile the data section exactly.
+  const shape = info.shape;
+  if (!Array.isArray(shape) || !shape.every((d) => Number.isSafeInteger(d) && d >= 0))
+    fail(`tensor ${name} has an invalid shape ${JSON.stringify(shape)}`);
+  const offs = info.data_offsets;
+  if (
+    !Array.isArray(offs) ||
+    offs.length !== 2 ||
+    !offs.every((o) => Number.isSafeInteger(o) && o >= 0) ||
+    offs[0] > offs[1]
+  ) {
+    fail(`tensor ${name} has invalid data_offsets ${JSON.stringify(offs)}`);
+  }
+  const [begin, end] = offs as [number, number];
+  const elemBytes = DTYPE_BYTES[dtype as SafetensorsDtype];
+  const n = numel(shape as number[]);
+  if (end - begin !== n * elemBytes)
+    fail(
+      `tensor ${name}: data_offsets span ${end - begin} bytes but shape [${(shape as number[]).join(', ')}] x ${dtype} needs ${n * elemBytes}`,
+    );
+  if (end > data.length)
+    fail(`tensor ${name} ends at byte ${end} of a ${data.length}-byte data section: file truncated`);
+  // Copy into a fresh, aligned buffer: the file's bytes need not be aligned. (Not slice():
+  // on a Node Buffer it returns a view of the shared pool.)
+  const buf = new ArrayBuffer(end - begin);
+  new Uint8Array(buf).set(data.subarray(begin, end));
+  const typed: TensorData =
+    dtype === 'F32'
+      ? new Float32Array(buf)
+      : dtype === 'BF16' || dtype === 'F16'
+        ? new Uint16Array(buf)
+        : dtype === 'F64'
+          ? new Float64Array(buf)
+          : dtype === 'I64'
+            ? new BigInt64Array(buf)
+            : new Int32Array(buf);
+  return { tensor: { dtype: dtype as SafetensorsDtype, shape: shape as number[], data: typed }, begin, end };
+}
+
+/** The reference reader requires the tensors' byte ranges to tile the data section exactly. */
+function checkTiling(ranges: Array<[number, number, string]>, dataLen: number, fail: Fail): void {
   ranges.sort((a, b) => a[0] - b[0]);
   let expected = 0;
   for (const [begin, end, name] of ranges) {
@@ -297,5 +320,4 @@ export function decodeSafetensors(bytes: Uint8Array, file: string): SafetensorsF
   }
   if (expected !== dataLen)
     fail(`${dataLen - expected} bytes after the last tensor: file is not a well-formed safetensors file`);
-  return { tensors, metadata };
 }
