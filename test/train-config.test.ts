@@ -11,11 +11,16 @@ import { ConfigFileError, parseJobConfig, runEvalSettings } from '../src/cli/com
 import { createEvent, validateEvent } from '../src/events/catalog.js';
 import { ManualClock } from '../src/events/clock.js';
 import { DEFAULT_TRAIN_CONFIG } from '../src/rl/config.js';
+import { effectiveLambda } from '../src/rl/losses.js';
 
 t.test('configs/default.yaml and configs/tiny.yaml are valid and fill every hyperparameter', async (t) => {
   const d = await parseJobConfig(readFileSync('configs/default.yaml', 'utf8'), 'configs/default.yaml');
   t.same(Object.keys(d.train).sort(), Object.keys(DEFAULT_TRAIN_CONFIG).sort());
-  t.equal(d.train.lambda, 0.05);
+  t.equal(d.train.lambda, 'auto', "issue 24: the appendix-B rule is the configs' default");
+  t.equal(effectiveLambda(d.train), 0.1, '0.8 / G_wt at G_wt = 8');
+  const h = await parseJobConfig(readFileSync('configs/hard.yaml', 'utf8'), 'configs/hard.yaml');
+  t.equal(h.train.lambda, 'auto');
+  t.same([d.train.dualClip, d.train.logRatioClamp, d.train.lossAgg], [3, 20, 'token-mean']);
   t.match(d.world, /\.akbe\/world$/);
   const tiny = await parseJobConfig(readFileSync('configs/tiny.yaml', 'utf8'), 'configs/tiny.yaml', {
     steps: 5,

@@ -4,9 +4,11 @@
  * token t+1 of the sequence. Per-sequence inputs are [B] and broadcast over tokens.
  *
  *   r        = exp(clip(logp - old_logp, -ratio_clamp, ratio_clamp))          [B, T-1]
+ *              (the clamp is VeRL's ±20 overflow guard; logRatioClamp: false omits it)
  *   pg_tok   = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high))               (PPO, pessimistic)
- *   pg_tok   = min(pg_tok, -A c)            where A < 0                      (dual clip, c = 3)
- *   L_GRPO   = agg(pg_tok, loss_mask * pg_weight)                             (token-mean | seq-mean-token-mean)
+ *   pg_tok   = min(pg_tok, -A c)            where A < 0                      (dual clip, VeRL's
+ *              clip_ratio_c = 3, Ye et al. 2020; dualClip: false omits it)
+ *   L_GRPO   = agg(pg_tok, loss_mask * pg_weight)                             (see Aggregation)
  *   L_AKBE   = sum_{b,t} akbe_weight[b] loss_mask[b,t] akbe_tok[b,t]          (a weighted sum: the
  *              weights carry the aggregation, src/rl/batch.ts akbeRowWeights: per-target
  *              1 / (targets * row tokens), pooled 1 / target tokens)
@@ -44,7 +46,19 @@ import { ops, type Tensor } from './graph/index.js';
 
 const { add, sub, mul, div, max, min, neg, exp, clip, where, less, greater, reduceSum, unsqueeze } = ops;
 
-export type Aggregation = 'token-mean' | 'seq-mean-token-mean';
+/**
+ * How L_GRPO averages its token terms (VeRL's loss_agg_mode), over the rows with GRPO weight:
+ *   token-mean           sum of every token's term / every token (DAPO; the default)
+ *   seq-mean-token-mean  mean over rows of each row's token-mean (the paper's 1/|o| per trajectory)
+ *   seq-mean-token-sum   mean over rows of each row's token sum (Dr. GRPO-like, length-weighted)
+ * Rows with no GRPO token (AKBE targets, padding) are left out of the row mean.
+ */
+export type Aggregation = 'token-mean' | 'seq-mean-token-mean' | 'seq-mean-token-sum';
+export const AGGREGATIONS: readonly Aggregation[] = [
+  'token-mean',
+  'seq-mean-token-mean',
+  'seq-mean-token-sum',
+];
 export type AkbeLossForm = 'nll' | 'clipped';
 
 export interface LossHyper {
@@ -81,6 +95,10 @@ export interface DpoInputs {
 export interface LossOptions {
   aggregation?: Aggregation;
   akbeLoss?: AkbeLossForm;
+  /** Apply the dual clip (min with -A c for A < 0); default true. `dualClipC` is unread without it. */
+  dualClip?: boolean;
+  /** Clamp the log ratio to ±ratioClamp before exp; default true. `ratioClamp` is unread without it. */
+  logRatioClamp?: boolean;
 }
 
 export interface LossOutputs {
@@ -98,7 +116,8 @@ export interface LossOutputs {
 export function maskedMean(x: Tensor, mask: Tensor, agg: Aggregation = 'token-mean'): Tensor {
   if (agg === 'token-mean') return div(reduceSum(mul(x, mask)), max(reduceSum(mask), 1));
   const perSeqCount = reduceSum(mask, [1]); // [B]
-  const perSeq = div(reduceSum(mul(x, mask), [1]), max(perSeqCount, 1)); // [B]
+  const perSeqSum = reduceSum(mul(x, mask), [1]); // [B]
+  const perSeq = agg === 'seq-mean-token-sum' ? perSeqSum : div(perSeqSum, max(perSeqCount, 1)); // [B]
   const present = ops.cast(greater(perSeqCount, 0), x.dtype); // [B]
   return div(reduceSum(perSeq), max(reduceSum(present), 1));
 }
@@ -129,13 +148,18 @@ export function policyLoss(inp: LossInputs, h: LossHyper, opts: LossOptions = {}
 
   // ---- GRPO: token-level clipped surrogate with dual clip ----
   const anchor = inp.proxLogp ?? inp.oldLogp; // the trust region's centre
-  const logRatio = clip(sub(inp.tokenLogp, anchor), neg(h.ratioClamp), h.ratioClamp); // [B, T-1]
+  const rawLogRatio = sub(inp.tokenLogp, anchor);
+  const logRatio =
+    opts.logRatioClamp === false ? rawLogRatio : clip(rawLogRatio, neg(h.ratioClamp), h.ratioClamp); // [B, T-1]
   const ratio = exp(logRatio); // [B, T-1]
   const ppo = clippedSurrogate(ratio, adv, h);
-  const dual = min(ppo.loss, mul(neg(adv), h.dualClipC)); // [B, T-1]
   const weight = inp.proxLogp ? behaviourWeight(inp.proxLogp, inp.oldLogp, h) : undefined;
   const weighted = (x: Tensor) => (weight ? mul(weight, x) : x);
-  const pgTok = weighted(where(less(adv, 0), dual, ppo.loss)); // [B, T-1]
+  const dualClipped =
+    opts.dualClip === false
+      ? ppo.loss
+      : where(less(adv, 0), min(ppo.loss, mul(neg(adv), h.dualClipC)), ppo.loss);
+  const pgTok = weighted(dualClipped); // [B, T-1]
   const pgLoss = maskedMean(pgTok, pgMask, agg);
 
   // ---- AKBE over target sequences ----

@@ -65,6 +65,10 @@ export interface TrainGraphOptions {
   dtype?: FloatDType;
   aggregation?: Aggregation;
   akbeLoss?: AkbeLossForm;
+  /** The dual clip (losses.ts; default on); off, the `dual_clip_c` input is unread. */
+  dualClip?: boolean;
+  /** The ±ratio_clamp log-ratio clamp (losses.ts; default on); off, the `ratio_clamp` input is unread. */
+  logRatioClamp?: boolean;
   /**
    * The decoupled PPO objective (AReaL): the graph takes `prox_logprobs` (pi_prox, the version
    * before this update) beside `old_logprobs` (the behaviour policy's) and `behaviour_weight_cap`.
@@ -134,7 +138,12 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
       dpo,
     },
     hyper,
-    { aggregation: opts.aggregation, akbeLoss: opts.akbeLoss },
+    {
+      aggregation: opts.aggregation,
+      akbeLoss: opts.akbeLoss,
+      dualClip: opts.dualClip,
+      logRatioClamp: opts.logRatioClamp,
+    },
   );
 
   // ---- 3. backward ----

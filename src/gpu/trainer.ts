@@ -43,8 +43,8 @@ export const DEFAULT_TRAIN_HYPER: TrainHyper = {
   maxGradNorm: 1.0, // verl default
   clipEpsLow: 0.2, // DESIGN.md: PPO clip eps = 0.2
   clipEpsHigh: 0.2,
-  dualClipC: 3, // DESIGN.md / verl
-  ratioClamp: 20, // verl clamps the log-ratio to [-20, 20]
+  dualClipC: 3, // VeRL's clip_ratio_c default (config.dualClip)
+  ratioClamp: 20, // VeRL clamps the log-ratio to [-20, 20] (config.logRatioClamp)
   lambda: 0.05, // DESIGN.md: lambda = 0.05
   behaviourWeightCap: 5, // AReaL's example configs (behav_imp_weight_cap: 5); read only by decoupled graphs
   dpoBeta: 0.1, // Rafailov et al. 2023's usual value; read only by DPO graphs
@@ -55,6 +55,10 @@ export interface TrainerOptions {
   seq: number;
   aggregation?: Aggregation;
   akbeLoss?: AkbeLossForm;
+  /** The dual clip (default on; its bound is hyper.dualClipC); config.dualClip null turns it off. */
+  dualClip?: boolean;
+  /** The log-ratio clamp (default on; its bound is hyper.ratioClamp); config.logRatioClamp null turns it off. */
+  logRatioClamp?: boolean;
   /** The decoupled PPO objective: every batch carries `proxLogprobs` (src/gpu/losses.ts). */
   decoupled?: boolean;
   /** The DPO term (dpo-akbe): every batch carries dpoPairs, dpoWeight and refLogp (src/gpu/losses.ts). */

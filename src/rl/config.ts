@@ -1,13 +1,18 @@
 /**
  * The training config: every hyperparameter of a run, typed, with a default scaled to this
- * machine (2 CPU cores, a ~4M-parameter policy, a synthetic world) and the paper's value
+ * machine (2 CPU cores, a ~0.15M-parameter policy (assets/base: 146,944 parameters, counted from its safetensors), a synthetic world) and the paper's value
  * (AKBE, Qwen3-4B on 8×H20, appendix A) beside it. A config file overrides any subset; an
  * unknown key or a bad value throws a ConfigError that names the key.
  */
 import { listAdvantages } from './advantages.js';
 import { algorithmOptions, getAlgorithm, listAlgorithms } from './algorithms/index.js';
 import { ConfigError } from './errors.js';
-import { AKBE_AGGREGATIONS, type AkbeAggregation } from './losses.js';
+import {
+  AKBE_AGGREGATIONS,
+  type AkbeAggregation,
+  LOSS_AGGREGATIONS,
+  type LossAggregation,
+} from './losses.js';
 
 /** A run's training settings (configs/*.yaml `train:`), as validated by `validateTrainConfig`; docs/training.md describes each field. */
 export interface TrainConfig {
@@ -40,6 +45,23 @@ export interface TrainConfig {
   akbeAggregation: AkbeAggregation;
   /** PPO clip epsilon of GRPO and of the clipped AKBE form. Paper: 0.2. */
   clipEps: number;
+  /**
+   * Dual-clip bound c (> 1): a token with advantage A < 0 costs at most -c·A however large its ratio
+   * (Ye et al. 2020). Neither paper writes it; VeRL's `clip_ratio_c` (default 3), which the authors'
+   * code runs. null = no dual clip (the paper's plain PPO surrogate).
+   */
+  dualClip: number | null;
+  /**
+   * Bound on |log pi - log pi_old| before exp (> 0): an overflow guard, VeRL's ±20, in no paper.
+   * null = unclamped (exp may overflow to Inf on a far-off-policy token).
+   */
+  logRatioClamp: number | null;
+  /**
+   * How L_GRPO averages its per-token terms (VeRL's loss_agg_mode, src/gpu/losses.ts Aggregation):
+   * 'token-mean' (DAPO's form, VeRL's default, ours), 'seq-mean-token-mean' (the paper's 1/|o_i|
+   * per trajectory then the mean over trajectories), 'seq-mean-token-sum'.
+   */
+  lossAgg: LossAggregation;
   /** AdamW learning rate. Paper: not stated (its Table 4 is lost); Search-R1 uses 1e-6 on 3-7B models. */
   lr: number;
   /** Passes over the step's batch. Paper (verl default): 1. */
@@ -93,10 +115,13 @@ export const DEFAULT_TRAIN_CONFIG: Readonly<TrainConfig> = Object.freeze({
   gNoTool: 4, // paper 8: keeps the paper's 2:1 ratio
   maxToolCalls: 6, // paper 6; the world's with-tool prompt says "Search up to 6 times" (maxResponseTokens bounds it in practice)
   maxResponseTokens: 256, // paper 6192: the tiny policy's context is short
-  lambda: 0.05, // paper 0.05 (its G_wt = 16; 'auto' would give 0.1 at our G_wt = 8)
+  lambda: 0.05, // paper 0.05 at its G_wt = 16; configs/*.yaml use 'auto' (0.8 / G_wt: 0.1 at our G_wt = 8)
   akbeAggregation: 'per-target', // paper and the authors' code
   clipEps: 0.2, // paper 0.2
-  lr: 3e-4, // a 4M-parameter transformer; paper-scale models use ~1e-6
+  dualClip: 3, // VeRL clip_ratio_c; the paper writes none
+  logRatioClamp: 20, // VeRL's overflow guard; the paper writes none
+  lossAgg: 'token-mean', // VeRL default / DAPO; the paper writes a per-sequence 1/|o_i|
+  lr: 3e-4, // a ~0.15M-parameter transformer from scratch; paper-scale models use ~1e-6
   ppoEpochs: 1, // paper 1
   advantage: 'grpo', // paper GRPO
   akbeLossForm: 'nll', // paper: cross-entropy
@@ -146,6 +171,9 @@ const CHECKS: Record<keyof TrainConfig, Check> = {
   lambda: (v) => (v === 'auto' ? null : num((x) => x >= 0, "a number >= 0 or 'auto'")(v)),
   akbeAggregation: oneOf(...AKBE_AGGREGATIONS),
   clipEps: num((x) => x > 0 && x < 1, 'a number in (0, 1)'),
+  dualClip: (v) => (v === null ? null : num((x) => x > 1, 'a number > 1 or null')(v)),
+  logRatioClamp: (v) => (v === null ? null : num((x) => x > 0, 'a number > 0 or null')(v)),
+  lossAgg: oneOf(...LOSS_AGGREGATIONS),
   lr: num((x) => x > 0, 'a number > 0'),
   ppoEpochs: int(1),
   advantage: (v) =>

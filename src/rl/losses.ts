@@ -33,6 +33,17 @@ export type AkbeAggregation = 'per-target' | 'pooled';
 export const AKBE_AGGREGATIONS: readonly AkbeAggregation[] = ['per-target', 'pooled'];
 export const DEFAULT_AKBE_AGGREGATION: AkbeAggregation = 'per-target';
 
+/**
+ * How L_GRPO averages its token terms (the training graph's Aggregation, src/gpu/losses.ts; kept
+ * here as names so that src/rl imports nothing from src/gpu).
+ */
+export type LossAggregation = 'token-mean' | 'seq-mean-token-mean' | 'seq-mean-token-sum';
+export const LOSS_AGGREGATIONS: readonly LossAggregation[] = [
+  'token-mean',
+  'seq-mean-token-mean',
+  'seq-mean-token-sum',
+];
+
 /** The paper's lambda (0.05, §A) at its G_wt (16), from which `lambda: auto` scales. */
 export const PAPER_LAMBDA = 0.05;
 export const PAPER_G_WITH_TOOL = 16;

@@ -136,8 +136,17 @@ export async function startPolicyHandle(
     batchInvariant: spec.train.batchInvariantDecode,
     // A DPO algorithm's graph has the pair inputs and the reference's sequence logprobs;
     // asynchronous runs train stale rows with the decoupled objective (its graph takes pi_prox).
+    // The dual clip and the log-ratio clamp change the graph (null omits them); their bounds and
+    // L_GRPO's aggregation are fixed for the run (config.dualClip, logRatioClamp, lossAgg).
     trainer: {
       akbeLoss: spec.train.akbeLossForm,
+      aggregation: spec.train.lossAgg,
+      dualClip: spec.train.dualClip !== null,
+      logRatioClamp: spec.train.logRatioClamp !== null,
+      hyper: {
+        ...(spec.train.dualClip !== null ? { dualClipC: spec.train.dualClip } : {}),
+        ...(spec.train.logRatioClamp !== null ? { ratioClamp: spec.train.logRatioClamp } : {}),
+      },
       dpo: lossTermsFor(spec.train).some((l) => l.name === LossName.DPO),
       ...(spec.train.maxStaleness > 0 ? { decoupled: true } : {}),
     },
