@@ -143,7 +143,7 @@ t.test(
   async (t) => {
     const home = mkdtempSync(join(tmpdir(), 'akbe-home-'));
     t.teardown(() => rmSync(home, { recursive: true, force: true }));
-    const first = await connectAkbeNats({ home, env: {} });
+    const first = await connectAkbeNats({ home, env: {}, embedded: true });
     t.equal(first.source, 'embedded');
     t.ok(first.server);
     t.equal(readServerRecord(home)?.pid, first.server!.pid);

@@ -76,7 +76,7 @@ t.test('losing the embedded NATS server: one line, then the run resumes and audi
   t.teardown(() => second.child.kill('SIGKILL'));
   const resumed = await second.exited;
   t.equal(resumed, 0, resumed === 0 ? 'the resumed run finishes' : second.output());
-  const nats = await connectAkbeNats({ home, env: { AKBE_HOME: home } });
+  const nats = await connectAkbeNats({ home, env: { AKBE_HOME: home }, embedded: true });
   t.teardown(() => nats.close());
   const store = await EventStore.open(nats.nc);
   const events: AkbeEvent[] = [];

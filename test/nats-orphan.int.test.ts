@@ -10,7 +10,7 @@ import t, { type Test } from 'tap';
 import { isNatsServerAlive, readServerRecord, writeServerRecord } from '../src/actors/nats/connection.js';
 import { startNatsServer } from '../src/actors/nats/nats-server.js';
 import { runCli } from './helpers/cli.js';
-import { startCli, until } from './helpers/cli-process.js';
+import { startScript, until } from './helpers/cli-process.js';
 
 delete process.env.NATS_URL;
 
@@ -26,14 +26,15 @@ function tempHome(t: Test): string {
 
 t.test('the embedded server stops within seconds of a SIGKILL of its akbe', async (t) => {
   const home = tempHome(t);
-  const tail = startCli(['events', 'tail', '--run', 'orphan1', '--home', home], { AKBE_HOME: home });
-  t.teardown(() => tail.child.kill('SIGKILL'));
+  // A process that owns an embedded server as a run does (short commands start none).
+  const owner = startScript('test/helpers/embedded-owner.ts', [], { AKBE_HOME: home });
+  t.teardown(() => owner.child.kill('SIGKILL'));
   await until('the embedded server', () => readServerRecord(home)?.mode === 'embedded', 60_000);
   const record = readServerRecord(home)!;
-  t.equal(record.ownerPid, tail.child.pid, 'the tail owns it');
+  t.equal(record.ownerPid, owner.child.pid, 'the owner owns it');
   t.ok(isNatsServerAlive(record.pid));
-  tail.child.kill('SIGKILL');
-  await tail.exited;
+  owner.child.kill('SIGKILL');
+  await owner.exited;
   const killedAt = Date.now();
   await until('the server to stop', () => !isNatsServerAlive(record.pid), 10_000);
   const waited = Date.now() - killedAt;

@@ -12,10 +12,15 @@ export interface CliProcess {
 }
 
 export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
+  return startScript('src/cli/main.ts', args, env);
+}
+
+/** Starts a TypeScript script (a path from the repository root) as a child process. */
+export function startScript(script: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): CliProcess {
   const loader = process.execArgv.filter(
     (a) => a.includes('@tapjs/typescript') || a.includes('tsx') || a.includes('ts-node'),
   );
-  const child = spawn(process.execPath, [...loader, resolve('src/cli/main.ts'), ...args], {
+  const child = spawn(process.execPath, [...loader, resolve(script), ...args], {
     env: { ...process.env, ...env, NODE_OPTIONS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

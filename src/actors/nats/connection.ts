@@ -1,12 +1,15 @@
 /**
  * How akbe finds its NATS server, in order:
  * 1. an explicit URL (`--nats URL`) or `NATS_URL`: connect there;
- * 2. a server started by `akbe nats up` (or another akbe process's embedded server), recorded in
+ * 2. a server started by `akbe nats up` (or a run's embedded server), recorded in
  *    `<home>/nats/server.json` (home = `AKBE_HOME` or `../.akbe`), if its process is alive;
- * 3. otherwise an embedded nats-server child process with JetStream stored under `<home>/nats`,
+ * 3. otherwise, for a run only (`embedded: true`: `akbe train`, `akbe demo`, `akbe experiment
+ *    run`), an embedded nats-server child process with JetStream stored under `<home>/nats`,
  *    stopped when the connection is closed (or this process exits). It records itself in
  *    server.json so that a second akbe process (e.g. `akbe events tail` beside a training run)
- *    joins it instead of starting a second server on the same store directory.
+ *    joins it instead of starting a second server on the same store directory. Every other
+ *    command fails with NoNatsServerError. A run joins a recorded server only if it stays
+ *    (server-choice.ts says why).
  *
  *
  * Every server akbe starts requires credentials (src/actors/nats/nats-auth.ts). A client presents the
@@ -28,15 +31,21 @@ import {
 import { type NatsCredentials, type NatsRole, natsAuthDir, natsCredentials } from './nats-auth.js';
 import { type LocalNatsServer, startNatsServer } from './nats-server.js';
 import {
+  claimServerStart,
+  NatsServerNotSharedError,
+  NoNatsServerError,
+  runMayJoin,
+} from './server-choice.js';
+import {
   akbeHome,
   liveServerRecord,
   localServerAuthDir,
   natsDir,
   removeServerRecord,
-  serverRecordPath,
   writeServerRecord,
 } from './server-record.js';
 
+export { NatsServerNotSharedError, NoNatsServerError } from './server-choice.js';
 // Where akbe finds its server is part of connecting; its callers import these from here.
 export {
   akbeHome,
@@ -110,7 +119,10 @@ export interface ConnectAkbeOptions {
   home?: string;
   /** Connection name shown by the server. */
   name?: string;
-  /** Allow starting an embedded server (default true). */
+  /**
+   * This process is a run: it may start an embedded server when none runs, and joins a recorded
+   * one only if it stays (server-choice.ts). Default false: attach to a running server or fail.
+   */
   embedded?: boolean;
   /** Whose credentials to present (default orchestrator; a dashboard uses viewer). */
   role?: NatsRole;
@@ -185,18 +197,35 @@ export async function connectAkbeNats(opts: ConnectAkbeOptions = {}): Promise<Ak
       explicit.source,
     );
 
-  const running = liveServerRecord(home);
-  if (running)
-    return akbeNatsHandle(
-      await tryConnect(running.url, 'running', name, client(running.url)),
-      running.url,
-      'running',
-    );
-  if (opts.embedded === false)
-    throw new Error(
-      `no NATS server: set NATS_URL or start one with akbe nats up (looked in ${serverRecordPath(home)})`,
-    );
+  // Claimed only by a run that will start the server; re-read after the claim (see claimServerStart).
+  let release: (() => void) | undefined;
+  try {
+    for (;;) {
+      const running = liveServerRecord(home);
+      if (running) {
+        if (opts.embedded && !runMayJoin(running)) throw new NatsServerNotSharedError(home, running);
+        return akbeNatsHandle(
+          await tryConnect(running.url, 'running', name, client(running.url)),
+          running.url,
+          'running',
+        );
+      }
+      if (!opts.embedded) throw new NoNatsServerError(home);
+      if (release) return await startEmbedded(home, env, name, client);
+      release = await claimServerStart(home);
+    }
+  } finally {
+    release?.();
+  }
+}
 
+/** Starts this home's embedded server (the caller holds the start claim), records it, connects. */
+async function startEmbedded(
+  home: string,
+  env: NodeJS.ProcessEnv,
+  name: string,
+  client: (url: string) => ReturnType<typeof natsClientOptions>,
+): Promise<AkbeNats> {
   const storeDir = natsDir(home);
   const server = await startNatsServer({ storeDir, auth: natsAuthDir(home, env) });
   writeServerRecord(home, {
@@ -246,8 +275,9 @@ function akbeNatsHandle(
     closing ??= (async () => {
       await nc.drain().catch(() => nc.close());
       if (server) {
-        await server.stop();
+        // Unrecorded first: a client starting now must not find a server that is stopping.
         onClose?.();
+        await server.stop();
       }
     })();
     return closing;

@@ -101,16 +101,15 @@ const run: CommandSpec = {
     const device = choiceFlag(ctx, 'device', DEVICES, 'cpu')!;
     const { jobConfigOf, runGrid, runStateOf } = await import('./experiment-run.js');
     for (const r of runs) await jobConfigOf(spec, r); // every cell's config is valid before any run starts
-    const { connectAkbeNats, akbeHome, readServerRecord } = await import('../../actors/nats/connection.js');
+    const { connectAkbeNats, akbeHome } = await import('../../actors/nats/connection.js');
     const { EventStore } = await import('../../events/store.js');
     const home = (ctx.flags.home as string | undefined) ?? akbeHome();
-    await using nats = await connectAkbeNats({ url: ctx.flags.nats as string | undefined, home });
-    // Joined another akbe process's embedded server: it goes when that process exits.
-    const record = nats.source === 'running' ? readServerRecord(home) : null;
-    const natsOwner =
-      record?.mode === 'embedded' && record.url === nats.url && record.ownerPid !== process.pid
-        ? `the embedded server of akbe process ${record.ownerPid}`
-        : undefined;
+    // A run: one embedded server for the grid, or a server that stays (never another's embedded one).
+    await using nats = await connectAkbeNats({
+      url: ctx.flags.nats as string | undefined,
+      home,
+      embedded: true,
+    });
     const store = await EventStore.open(nats.nc);
     if (ctx.flags['dry-run'] === true) {
       for (const r of runs) {
@@ -127,7 +126,6 @@ const run: CommandSpec = {
       runs,
       store,
       natsUrl: nats.url,
-      natsOwner,
       home,
       concurrency,
       threads,

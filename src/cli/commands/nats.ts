@@ -105,7 +105,7 @@ const status: CommandSpec = {
     const record = url || process.env.NATS_URL ? null : liveServerRecord(home);
     if (!url && !process.env.NATS_URL && !record) {
       ctx.out.write(
-        'nats: not running (start it with: akbe nats up; commands start an embedded server when none runs)\n',
+        'nats: not running (start it with: akbe nats up; only a run, akbe train or akbe experiment run, starts an embedded server of its own)\n',
       );
       return 1;
     }

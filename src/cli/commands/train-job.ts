@@ -259,7 +259,8 @@ export interface TrainJobResult {
 
 export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const home = o.home ?? akbeHome();
-  await using nats = await connectAkbeNats({ url: o.nats, home });
+  // A run: it may start this home's embedded server (connection.ts).
+  await using nats = await connectAkbeNats({ url: o.nats, home, embedded: true });
   o.err.write(`train: NATS at ${nats.url} (${nats.source}), run ${o.runId}\n`);
   const store = await EventStore.open(nats.nc);
   let spec: RunSpec;
