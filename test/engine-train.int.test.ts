@@ -80,6 +80,11 @@ t.test('a run whose rollouts decode on an external engine, with weight sync from
   for await (const { event } of store.replay('engine')) events.push(event);
   const completed = events.filter((e) => e.type === 'rollout.completed');
   t.equal(completed.length, 16, '2 steps x 2 questions x 4 rollouts');
+  // The default config asks for batch-invariant decoding; the engine cannot give it, the log says.
+  const started = events.find((e) => e.type === 'run.started');
+  if (started?.type !== 'run.started') throw new Error('no run.started');
+  t.equal(started.data.config.batchInvariantDecode, true, 'the default setting, not refused');
+  t.equal(started.data.config.rolloutDecoder, 'external', 'run.started: an external engine decoded');
   const generated = completed.reduce(
     (n, e) => n + (e.type === 'rollout.completed' ? e.data.lossMask.reduce((a, m) => a + m, 0) : 0),
     0,

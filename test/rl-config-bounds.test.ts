@@ -70,8 +70,8 @@ t.test('numeric and integer rules: the boundary value passes, the next one is re
     'ConfigError maxStaleness: config.maxStaleness must be an integer >= 0, got 0.5',
   );
   t.match(refusal({ algo: 7 }), /^ConfigError algo: config\.algo must be one of .*'grpo'.*, got 7$/);
-  t.equal(accepts({}).batchInvariantDecode, false, 'batch-invariant decoding is opt-in (it costs speed)');
-  t.equal(accepts({ batchInvariantDecode: true }).batchInvariantDecode, true);
+  t.equal(accepts({}).batchInvariantDecode, true, 'batch-invariant decoding is on by default (issue 22)');
+  t.equal(accepts({ batchInvariantDecode: false }).batchInvariantDecode, false, 'and can be turned off');
   t.equal(
     refusal({ batchInvariantDecode: 'yes' }),
     'ConfigError batchInvariantDecode: config.batchInvariantDecode must be true or false, got "yes"',

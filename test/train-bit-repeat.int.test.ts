@@ -1,10 +1,11 @@
 /**
- * A seed repeats a run bit for bit with `batchInvariantDecode` (docs/training.md): the committed
- * base trains one small step twice through a real nats-server, once with 2 rollouts at a time and
- * once with 16, so the policy decodes them in quite different batches. With the setting both runs
- * record the same logprobs and end on the same checkpoint bytes. The plant, tried: the same pair
- * with the setting off (the default decoder) ends on checkpoints that differ at float rounding, and
- * every assertion on bits below fails (session 6; the unit-level contrast stays in
+ * A seed repeats a run bit for bit by default (`batchInvariantDecode`, on unless a config turns it
+ * off; docs/training.md): the committed base trains one small step twice through a real
+ * nats-server, once with 2 rollouts at a time and once with 16, so the policy decodes them in
+ * quite different batches. With the default config both runs record the same logprobs and end on
+ * the same checkpoint bytes. The plant, tried: the same pair with the setting off ends on
+ * checkpoints that differ at float rounding, and every assertion on bits below fails (session 6,
+ * then with `batchInvariantDecode: false` in the spec; the unit-level contrast stays in
  * test/gpu-batch-invariant.test.ts).
  */
 import { createHash } from 'node:crypto';
@@ -28,7 +29,7 @@ const home = mkdtempSync(join(tmpdir(), 'akbe-bit-repeat-'));
 t.teardown(() => rmSync(home, { recursive: true, force: true }));
 
 /** The final checkpoint's sha256 and every recorded rollout logprob of one run. */
-async function train(runId: string, concurrency: number, batchInvariantDecode: boolean) {
+async function train(runId: string, concurrency: number) {
   const runDir = join(home, runId);
   await runTraining({
     nc: nats.nc,
@@ -40,23 +41,26 @@ async function train(runId: string, concurrency: number, batchInvariantDecode: b
       batchQuestions: 4,
       gWithTool: 4,
       maxResponseTokens: 64,
-      batchInvariantDecode,
     }),
     runDir,
     concurrency,
     threads: 1,
   });
   const logprobs = new Map<string, number[]>();
-  for await (const { event } of store.replay(runId))
+  let decoder: unknown;
+  for await (const { event } of store.replay(runId)) {
     if (event.type === 'rollout.completed')
       logprobs.set(event.meta.rolloutId!, Array.from(event.data.oldLogprobs));
+    if (event.type === 'run.started') decoder = event.data.config.rolloutDecoder;
+  }
   const model = readFileSync(join(runDir, 'checkpoints', 'v1', 'model.safetensors'));
-  return { sha: createHash('sha256').update(model).digest('hex'), logprobs };
+  return { sha: createHash('sha256').update(model).digest('hex'), logprobs, decoder };
 }
 
-t.test('batchInvariantDecode: 2 and 16 rollouts at a time give the same bits', async (t) => {
-  const a = await train('inv-c2', 2, true);
-  const b = await train('inv-c16', 16, true);
+t.test('the default config: 2 and 16 rollouts at a time give the same bits', async (t) => {
+  const a = await train('inv-c2', 2);
+  const b = await train('inv-c16', 16);
+  t.equal(a.decoder, 'embedded', "run.started: akbe's own decoder rolled out");
   t.equal(a.logprobs.size, 4 * (4 + 2), 'every rollout of the step recorded');
   t.same([...b.logprobs.keys()].sort(), [...a.logprobs.keys()].sort());
   const differing = [...a.logprobs].filter(([id, lp]) => lp.some((x, i) => x !== b.logprobs.get(id)![i]));

@@ -122,6 +122,13 @@ t.test(
       'pooled',
       'a log before it: the pooled mean it trained',
     );
+    t.equal(spec.train.batchInvariantDecode, true, 'recorded (the default): resumed as recorded');
+    const { batchInvariantDecode: _b, ...beforeInvariant } = setup.runStarted.config;
+    t.equal(
+      runSpecOf(beforeInvariant).train.batchInvariantDecode,
+      false,
+      'a log before the setting (session 6): the plain decoder it ran, not the new default',
+    );
     t.same(
       runEvalSettings(old, resumeJob, (l) => lines.push(l)),
       { questions: 32, splits: ['dev'] },

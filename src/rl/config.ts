@@ -93,8 +93,10 @@ export interface TrainConfig {
   behaviourWeightCap: number;
   /**
    * Decode every rollout to the same bits whatever the policy batches it with (src/gpu/row-batches.ts
-   * CachedRows): with it a seed repeats a run bit for bit; without it (the default, faster) the
-   * logprobs vary at float rounding with the batch, and a draw near a boundary can flip a token.
+   * CachedRows): with it (the default) a seed repeats a run bit for bit; without it (a little
+   * faster) the logprobs vary at float rounding with the batch, and a draw near a boundary can
+   * flip a token. A setting of akbe's own decoder: an external engine batches as it likes, and a
+   * run decoding there is not bit-repeatable whatever this says (run.started records the decoder).
    */
   batchInvariantDecode: boolean;
   /**
@@ -132,7 +134,7 @@ export const DEFAULT_TRAIN_CONFIG: Readonly<TrainConfig> = Object.freeze({
   topP: 1.0, // paper 1.0
   maxStaleness: 0, // paper: synchronous (0)
   behaviourWeightCap: 5, // AReaL's example configs (behav_imp_weight_cap: 5); unused at maxStaleness 0
-  batchInvariantDecode: false, // faster; true repeats a seed's run bit for bit (docs/training.md)
+  batchInvariantDecode: true, // a seed repeats its run bit for bit (docs/training.md); false: faster, equal to rounding
 });
 
 type Check = (v: unknown) => string | null;

@@ -56,6 +56,16 @@ export function questionSpecOf(
 }
 
 /** Phase 1: where the run stands (the resume-point projection), refusing what cannot go on. */
+/**
+ * Who decodes the rollouts, for run.started: 'embedded' (akbe's decoder, which batchInvariantDecode
+ * makes bit-repeatable) or 'external' (an inference engine that batches as it likes: a seed does
+ * not repeat the run bit for bit). Unknown (undefined) when the policy role runs in another process.
+ */
+function rolloutDecoder(o: TrainingOptions): 'embedded' | 'external' | undefined {
+  if (o.roles && !o.roles.includes('policy')) return undefined;
+  return o.engine ? 'external' : 'embedded';
+}
+
 async function readResumePoint(o: TrainingOptions): Promise<ResumePoint> {
   const { state: point } = await foldRun(o.store, o.runId, resumePoint);
   if (!o.resume && point.runStarted)
@@ -176,9 +186,14 @@ export async function openRun(o: TrainingOptions, log: (line: string) => void): 
     const base = await checkpoints.importBase(o.spec.basePolicy);
     published.set(0, base);
     // The base's sha256 in the log: a stored copy of v0 is checked against it like any version.
+    const decoder = rolloutDecoder(o);
     const runStarted = {
       ...setup.runStarted,
-      config: { ...setup.runStarted.config, basePolicySha256: base.sha256 },
+      config: {
+        ...setup.runStarted.config,
+        basePolicySha256: base.sha256,
+        ...(decoder ? { rolloutDecoder: decoder } : {}),
+      },
     };
     sink.push(createEvent('run.started', runStarted, { runId, step: 0, policyVersion: 0 }));
   }

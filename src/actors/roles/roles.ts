@@ -196,9 +196,11 @@ async function servedPolicy(
     throw new Error(
       'an external engine serves one policy version at a time; maxStaleness >= 1 needs the embedded policy',
     );
+  // batchInvariantDecode (on by default) is a setting of akbe's own decoder: the engine batches
+  // as it likes, so the run is not bit-repeatable; refusing would fail every default config.
   if (spec.train.batchInvariantDecode)
-    throw new Error(
-      "batchInvariantDecode is a setting of akbe's own decoder; an external engine decides its own batching (run without --engine, or set it false)",
+    o.log?.(
+      "policy: batchInvariantDecode applies to akbe's own decoder only; the external engine batches as it likes, so this run will not repeat bit for bit",
     );
   return ExternalPolicy.connect({
     client: new CompletionsClient(o.engine.url, { apiKey: o.engine.apiKey, model: o.engine.model }),
@@ -324,6 +326,8 @@ export function runSpecOf(config: Record<string, unknown>): RunSpec {
     train.maxResponseTokens = config.configuredMaxResponseTokens;
   // A log from before akbeAggregation was recorded trained the pooled token-mean: resume it so.
   if (!('akbeAggregation' in config)) train.akbeAggregation = 'pooled';
+  // One from before batchInvariantDecode (session 6) decoded on the plain decoder, not today's default.
+  if (!('batchInvariantDecode' in config)) train.batchInvariantDecode = false;
   return {
     train: validateTrainConfig(train),
     worldDir: String(config.worldDir),
