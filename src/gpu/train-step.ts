@@ -1,7 +1,9 @@
 /**
  * The training-step graph: forward, GRPO + AKBE loss, backward, global-norm gradient clipping
  * and AdamW, all in ONE ORT session. Parameters and AdamW moments are inputs; their updated
- * values are outputs that the Trainer feeds back next step.
+ * values are outputs that the Trainer feeds back next step (optimizer 'graph'). With optimizer
+ * 'host' the graph stops at the gradients and AdamW's scalars, and src/gpu/adamw.ts updates the
+ * Trainer's arrays in place (no updated copies of parameters and moments: ~5 x 4 bytes/parameter).
  *
  * Phases, in graph order:
  *   1. forward      tokenLogp [B, T-1], logp [B, T-1, V] = nextTokenLogprobs(params, input_ids)
@@ -22,8 +24,10 @@
  * also `dpo_pairs` [B, B] (B pair slots), `dpo_weight` [B], `ref_logprobs` [B] and the scalar `dpo_beta`
  * (the DPO term, output `dpo_loss`). Outputs: METRIC_OUTPUTS, `logprobs`
  * [B, T-1] (before the update), `new.<name>`, `new_adam_m.<name>`, `new_adam_v.<name>`, and with
- * `gradOutputs` the unclipped `grad.<name>` (for tests).
+ * `gradOutputs` the unclipped `grad.<name>` (for tests). With `optimizer: 'host'`: no moment
+ * inputs and no `adam_eps`; outputs `grad.<name>` and ADAMW_SCALAR_OUTPUTS instead of `new*`.
  */
+import { ADAMW_SCALAR_OUTPUTS } from './adamw.js';
 import { architecture, type PolicyConfig } from './architecture.js';
 import { Graph, type Graph as GraphT, gradients, ops, type Tensor } from './graph/index.js';
 import { type Aggregation, type AkbeLossForm, type LossHyper, policyLoss } from './losses.js';
@@ -78,6 +82,12 @@ export interface TrainGraphOptions {
   dpo?: boolean;
   /** Also output the unclipped gradients `grad.<name>` (tests). */
   gradOutputs?: boolean;
+  /**
+   * 'graph' (phase 5 in the graph: moments are inputs, `new.*` / `new_adam_*` outputs) or 'host'
+   * (no moment inputs and no `adam_eps`; the graph outputs `grad.<name>` and the scalars of
+   * ADAMW_SCALAR_OUTPUTS, and src/gpu/adamw.ts updates the trainer's arrays in place). Default 'graph'.
+   */
+  optimizer?: 'graph' | 'host';
 }
 
 /** Parameters that get weight decay: matrices and embeddings (rank >= 2). */
@@ -90,8 +100,7 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
   const g = new Graph({ name: `${arch.name}_train_step` });
   const shapes = arch.paramShapes();
   const p = declareParams(g, cfg, dtype);
-  const m = new Map(shapes.map(({ name, shape }) => [name, g.input(`adam_m.${name}`, dtype, shape)]));
-  const v = new Map(shapes.map(({ name, shape }) => [name, g.input(`adam_v.${name}`, dtype, shape)]));
+  const host = opts.optimizer === 'host';
   const inputIds = g.input('input_ids', 'int64', [B, T]);
   const lossMask = g.input('loss_mask', dtype, [B, T - 1]);
   const oldLogp = g.input('old_logprobs', dtype, [B, T - 1]);
@@ -99,7 +108,9 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
   const pgWeight = g.input('pg_weight', dtype, [B]);
   const akbeWeight = g.input('akbe_weight', dtype, [B]);
   const proxLogp = opts.decoupled ? g.input('prox_logprobs', dtype, [B, T - 1]) : undefined;
-  const hp = Object.fromEntries(HYPER_INPUTS.map((n) => [n, g.input(n, dtype, [])])) as Record<
+  // The host optimizer adds eps itself: an input nothing reads would only warn.
+  const hyperNames = HYPER_INPUTS.filter((n) => !(host && n === 'adam_eps'));
+  const hp = Object.fromEntries(hyperNames.map((n) => [n, g.input(n, dtype, [])])) as Record<
     HyperName,
     Tensor
   >;
@@ -166,18 +177,29 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
   const stepSize = div(hp.lr, sub(1, pow(hp.beta1, hp.step))); // lr / bc1
   const invSqrtBc2 = div(1, sqrt(sub(1, pow(hp.beta2, hp.step)))); // 1 / sqrt(bc2)
   const keep = sub(1, mul(hp.lr, hp.weight_decay)); // decoupled decay factor
-  shapes.forEach(({ name, shape }, k) => {
-    const gr = grads[k];
-    const m1 = add(mul(m.get(name)!, hp.beta1), mul(gr, s1));
-    const v1 = add(mul(v.get(name)!, hp.beta2), mul(mul(gr, gr), s2));
-    const denom = add(mul(sqrt(v1), invSqrtBc2), hp.adam_eps);
-    const pk = p.get(name)!;
-    const decayed = decays(shape) ? mul(pk, keep) : pk;
-    g.output(sub(decayed, mul(div(m1, denom), stepSize)), `new.${name}`);
-    g.output(m1, `new_adam_m.${name}`);
-    g.output(v1, `new_adam_v.${name}`);
-    if (opts.gradOutputs) g.output(gr, `grad.${name}`);
-  });
+  if (host) {
+    const scalars = { s1, s2, stepSize, invSqrtBc2, keep };
+    for (const [k, out] of Object.entries(ADAMW_SCALAR_OUTPUTS))
+      g.output(scalars[k as keyof typeof scalars], out);
+    names.forEach((name, k) => {
+      g.output(grads[k], `grad.${name}`);
+    });
+  } else {
+    const m = new Map(shapes.map(({ name, shape }) => [name, g.input(`adam_m.${name}`, dtype, shape)]));
+    const v = new Map(shapes.map(({ name, shape }) => [name, g.input(`adam_v.${name}`, dtype, shape)]));
+    shapes.forEach(({ name, shape }, k) => {
+      const gr = grads[k];
+      const m1 = add(mul(m.get(name)!, hp.beta1), mul(gr, s1));
+      const v1 = add(mul(v.get(name)!, hp.beta2), mul(mul(gr, gr), s2));
+      const denom = add(mul(sqrt(v1), invSqrtBc2), hp.adam_eps);
+      const pk = p.get(name)!;
+      const decayed = decays(shape) ? mul(pk, keep) : pk;
+      g.output(sub(decayed, mul(div(m1, denom), stepSize)), `new.${name}`);
+      g.output(m1, `new_adam_m.${name}`);
+      g.output(v1, `new_adam_v.${name}`);
+      if (opts.gradOutputs) g.output(gr, `grad.${name}`);
+    });
+  }
 
   g.output(loss.loss, 'loss');
   g.output(loss.pgLoss, 'pg_loss');

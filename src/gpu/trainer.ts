@@ -1,15 +1,19 @@
 /**
  * In-process trainer: one ORT session running the training-step graph (src/gpu/train-step.ts)
- * for a fixed (config, B, T, options), with parameters and AdamW moments kept between steps
- * (each step's `new.*` outputs become the next step's inputs, no copies). session.run blocks the
- * event loop: the runtime wraps this class in a worker thread.
+ * for a fixed (config, B, T, options), with parameters and AdamW moments kept between steps.
+ * optimizer 'host' (default): the graph returns gradients, written into buffers allocated once,
+ * and src/gpu/adamw.ts updates the parameter and moment arrays in place (bit-equal to 'graph').
+ * optimizer 'graph': each step's `new.*` outputs become the next step's inputs, so a step holds
+ * the old and the new parameters and moments at once. session.run blocks the event loop: the
+ * runtime wraps this class in a worker thread.
  */
 import type * as Ort from 'onnxruntime-node';
+import { ADAMW_SCALAR_OUTPUTS, type AdamwScalars, adamwInPlace } from './adamw.js';
 import { architecture, type PolicyConfig } from './architecture.js';
 import { numel, type Params } from './config.js';
 import type { Aggregation, AkbeLossForm } from './losses.js';
 import { createSession, loadOrt, type SessionConfig } from './session.js';
-import { buildTrainGraph, HYPER_INPUTS, type HyperName, type METRIC_OUTPUTS } from './train-step.js';
+import { buildTrainGraph, decays, HYPER_INPUTS, type HyperName, type METRIC_OUTPUTS } from './train-step.js';
 
 export interface TrainHyper {
   lr: number;
@@ -67,6 +71,11 @@ export interface TrainerOptions {
   dtype?: 'float32' | 'float64';
   session?: SessionConfig;
   hyper?: Partial<TrainHyper>;
+  /**
+   * Where AdamW runs: 'host' (default) in place on the trainer's arrays (src/gpu/adamw.ts), or
+   * 'graph' inside the train graph (updated copies as outputs). The same weights to the bit.
+   */
+  optimizer?: 'host' | 'graph';
 }
 
 /** One training batch; flat row-major arrays. */
@@ -142,7 +151,11 @@ const HYPER_KEY: Record<Exclude<HyperName, 'step'>, keyof TrainHyper> = {
 type FloatArray = Float32Array | Float64Array;
 
 export class Trainer {
+  /** Parameters, and with optimizer 'graph' the moments (`adam_m.` / `adam_v.` names). */
   private state = new Map<string, Ort.Tensor>();
+  /** optimizer 'host': the moments, and the gradient buffers the session writes into. */
+  private readonly moments = { m: new Map<string, FloatArray>(), v: new Map<string, FloatArray>() };
+  private readonly grads = new Map<string, Ort.Tensor>();
   private readonly shapes: ReturnType<ReturnType<typeof architecture>['paramShapes']>;
   private stepCount = 0;
   readonly hyper: TrainHyper;
@@ -162,7 +175,7 @@ export class Trainer {
   /** Builds the graph and the session once; `params` are copied in, moments start at zero. */
   static async create(cfg: PolicyConfig, params: Params, opts: TrainerOptions): Promise<Trainer> {
     const ort = await loadOrt();
-    const bytes = buildTrainGraph(cfg, opts).serialize();
+    const bytes = buildTrainGraph(cfg, { ...opts, optimizer: opts.optimizer ?? 'host' }).serialize();
     const { session, createMs } = await createSession(bytes, opts.session ?? {});
     const trainer = new Trainer(ort, session, cfg, opts, createMs);
     trainer.setParams(params);
@@ -172,6 +185,18 @@ export class Trainer {
 
   private get dtype() {
     return this.opts.dtype ?? 'float32';
+  }
+
+  private get host() {
+    return (this.opts.optimizer ?? 'host') === 'host';
+  }
+
+  /** `values` copied into `into` when it exists (host: arrays are updated in place), else a new array. */
+  private array(values: ArrayLike<number>, n: number, field: string, into?: FloatArray): FloatArray {
+    if (values.length !== n) throw new TrainBatchShapeError(field, n, values.length);
+    if (!into) return this.dtype === 'float64' ? Float64Array.from(values) : Float32Array.from(values);
+    into.set(values);
+    return into;
   }
 
   private tensor(values: ArrayLike<number>, dims: number[], field: string): Ort.Tensor {
@@ -186,36 +211,42 @@ export class Trainer {
     for (const { name, shape } of this.shapes) {
       const p = params.get(name);
       if (!p) throw new TrainBatchShapeError(`params.${name}`, numel(shape), 0);
-      this.state.set(name, this.tensor(p, shape, `params.${name}`));
+      const kept = this.host ? this.state.get(name) : undefined;
+      if (kept) this.array(p, numel(shape), `params.${name}`, kept.data as FloatArray);
+      else this.state.set(name, this.tensor(p, shape, `params.${name}`));
     }
   }
 
   /** A float32 copy of the current parameters. */
   getParams(): Params {
-    return this.read('');
+    return this.read((name) => this.state.get(name)!.data as FloatArray);
   }
 
   getOptimizerState(): OptimizerState {
-    return { m: this.read('adam_m.'), v: this.read('adam_v.'), step: this.stepCount };
+    const moment = (k: 'm' | 'v') =>
+      this.host
+        ? (name: string) => this.moments[k].get(name)!
+        : (name: string) => this.state.get(`adam_${k}.${name}`)!.data as FloatArray;
+    return { m: this.read(moment('m')), v: this.read(moment('v')), step: this.stepCount };
   }
 
   /** Restores AdamW moments and step; null resets them to zero. */
   setOptimizerState(s: OptimizerState | null): void {
     for (const { name, shape } of this.shapes) {
-      const zeros = new Float32Array(numel(shape));
-      this.state.set(`adam_m.${name}`, this.tensor(s?.m.get(name) ?? zeros, shape, `adam_m.${name}`));
-      this.state.set(`adam_v.${name}`, this.tensor(s?.v.get(name) ?? zeros, shape, `adam_v.${name}`));
+      const n = numel(shape);
+      const zeros = new Float32Array(n);
+      for (const k of ['m', 'v'] as const) {
+        const values = s?.[k].get(name) ?? zeros;
+        const field = `adam_${k}.${name}`;
+        if (this.host) this.moments[k].set(name, this.array(values, n, field, this.moments[k].get(name)));
+        else this.state.set(field, this.tensor(values, shape, field));
+      }
     }
     this.stepCount = s?.step ?? 0;
   }
 
-  private read(prefix: string): Params {
-    return new Map(
-      this.shapes.map(({ name }) => [
-        name,
-        Float32Array.from(this.state.get(prefix + name)!.data as FloatArray),
-      ]),
-    );
+  private read(get: (name: string) => FloatArray): Params {
+    return new Map(this.shapes.map(({ name }) => [name, Float32Array.from(get(name))]));
   }
 
   /** One optimizer step on `batch`; `hyper` overrides this step's hyperparameters (lr schedules). */
@@ -250,14 +281,18 @@ export class Trainer {
     feeds.pg_weight = this.tensor(batch.pgWeight ?? ones, [B], 'pgWeight');
     feeds.akbe_weight = this.tensor(batch.akbeWeight ?? new Array<number>(B).fill(0), [B], 'akbeWeight');
     const step = this.stepCount + 1;
-    for (const n of HYPER_INPUTS) feeds[n] = this.tensor([n === 'step' ? step : h[HYPER_KEY[n]]], [], n);
-
-    const out = await this.session.run(feeds);
-    for (const { name } of this.shapes) {
-      this.state.set(name, out[`new.${name}`]);
-      this.state.set(`adam_m.${name}`, out[`new_adam_m.${name}`]);
-      this.state.set(`adam_v.${name}`, out[`new_adam_v.${name}`]);
+    for (const n of HYPER_INPUTS) {
+      if (this.host && n === 'adam_eps') continue; // the host update adds eps
+      feeds[n] = this.tensor([n === 'step' ? step : h[HYPER_KEY[n]]], [], n);
     }
+
+    const out = this.host ? await this.hostStep(feeds, h) : await this.session.run(feeds);
+    if (!this.host)
+      for (const { name } of this.shapes) {
+        this.state.set(name, out[`new.${name}`]);
+        this.state.set(`adam_m.${name}`, out[`new_adam_m.${name}`]);
+        this.state.set(`adam_v.${name}`, out[`new_adam_v.${name}`]);
+      }
     this.stepCount = step;
     const scalar = (n: (typeof METRIC_OUTPUTS)[number]) => Number((out[n].data as FloatArray)[0]);
     return {
@@ -272,6 +307,45 @@ export class Trainer {
       entropy: scalar('entropy'),
       ms: performance.now() - t0,
     };
+  }
+
+  /** Runs the graph into the gradient buffers, then AdamW in place (src/gpu/adamw.ts). */
+  private async hostStep(
+    feeds: Record<string, Ort.Tensor>,
+    h: TrainHyper,
+  ): Promise<Ort.InferenceSession.ReturnType> {
+    const fetches: Record<string, Ort.Tensor | null> = {};
+    for (const n of this.session.outputNames) fetches[n] = null;
+    for (const { name, shape } of this.shapes) {
+      let gr = this.grads.get(name);
+      if (!gr) {
+        const data =
+          this.dtype === 'float64' ? new Float64Array(numel(shape)) : new Float32Array(numel(shape));
+        gr = new this.ort.Tensor(this.dtype, data, shape);
+        this.grads.set(name, gr);
+      }
+      fetches[`grad.${name}`] = gr;
+    }
+    const out = await this.session.run(feeds, fetches);
+    const scalar = (n: string) => Number((out[n].data as FloatArray)[0]);
+    const s: AdamwScalars = {
+      beta1: h.beta1,
+      beta2: h.beta2,
+      eps: h.eps,
+      s1: 0,
+      s2: 0,
+      stepSize: 0,
+      invSqrtBc2: 0,
+      keep: 0,
+    };
+    for (const [k, n] of Object.entries(ADAMW_SCALAR_OUTPUTS))
+      s[k as keyof typeof ADAMW_SCALAR_OUTPUTS] = scalar(n);
+    for (const { name, shape } of this.shapes) {
+      const p = this.state.get(name)!.data as FloatArray;
+      const g = this.grads.get(name)!.data as FloatArray;
+      adamwInPlace(p, this.moments.m.get(name)!, this.moments.v.get(name)!, g, s, decays(shape));
+    }
+    return out;
   }
 
   async release(): Promise<void> {
