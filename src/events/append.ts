@@ -9,7 +9,7 @@ import { type AkbeEvent, validateEvent } from './catalog.js';
 import { encodeEvent } from './codec.js';
 import { AppendError, ConcurrencyError, EventStoreError } from './errors.js';
 import { type PipelinedFailure, publishPipelined } from './pipelined-publish.js';
-import { ELECTION_RETRY_MS, isTransientNatsError, retryElection } from './retry.js';
+import { ELECTION_RETRY_MS, isTransientNatsError, retryElection, TIMEOUT_ATTEMPTS } from './retry.js';
 import { EVENTS_STREAM, eventSubject } from './subjects.js';
 
 export interface AppendResult {
@@ -79,6 +79,40 @@ async function publishOnce(
   }
 }
 
+type Outcome = AppendResult | PipelinedFailure;
+
+/**
+ * Sends the failed part of a batch again, in place in `outcomes`; Nats-Msg-Id makes a second copy
+ * of an event that was stored after all a duplicate. On a cluster, a node's loss leaves a stream
+ * without a leader for a few seconds (no responders, or acks that time out): again until a new
+ * leader answers, for ELECTION_RETRY_MS. On a single server only acks that timed out (a busy
+ * machine), and what was not sent after them, TIMEOUT_ATTEMPTS times in all (retry.ts).
+ */
+async function republishFailed(
+  nc: NatsConnection,
+  outcomes: Outcome[],
+  publish: (indexes: readonly number[]) => Promise<Outcome[]>,
+): Promise<void> {
+  const cluster = Boolean(nc.info?.cluster);
+  const deadline = Date.now() + ELECTION_RETRY_MS;
+  for (let attempt = 1, wait = 250; ; attempt++, wait = Math.min(wait * 2, 2_000)) {
+    const failed = outcomes.flatMap((o, i) => ('kind' in o ? [{ i, kind: o.kind }] : []));
+    const timedOut =
+      failed.some((f) => f.kind === 'timeout') &&
+      failed.every((f) => f.kind === 'timeout' || f.kind === 'closed');
+    const again = cluster
+      ? failed.filter((f) => f.kind !== 'api').map((f) => f.i)
+      : timedOut
+        ? failed.map((f) => f.i)
+        : [];
+    const spent = cluster ? Date.now() > deadline : attempt >= TIMEOUT_ATTEMPTS;
+    if (again.length === 0 || nc.isClosed() || spent) return;
+    await new Promise((r) => setTimeout(r, wait));
+    const retried = await publish(again);
+    for (const [k, i] of again.entries()) outcomes[i] = retried[k];
+  }
+}
+
 /** EventStore.appendMany: pipelined, all validated first, every ack awaited (see its comment). */
 export async function appendEvents(
   t: AppendTarget,
@@ -98,23 +132,7 @@ export async function appendEvents(
       { ...opts, expectStream: EVENTS_STREAM },
     ).then((rs) => rs.map((r) => ('kind' in r ? { ...r, index: indexes[r.index] } : r)));
   const outcomes = await publish(events.map((_, i) => i));
-  // On a cluster, a node's loss leaves a stream without a leader for a few seconds (no
-  // responders, or acks that time out): send what failed again until a new leader answers.
-  // Nats-Msg-Id makes a second copy of an event that was stored after all a duplicate.
-  if (t.nc.info?.cluster) {
-    const deadline = Date.now() + ELECTION_RETRY_MS;
-    let wait = 250;
-    for (;;) {
-      const again = outcomes.flatMap((o, i) =>
-        'kind' in o && o.kind !== 'api' && !t.nc.isClosed() ? [i] : [],
-      );
-      if (again.length === 0 || Date.now() > deadline) break;
-      await new Promise((r) => setTimeout(r, wait));
-      wait = Math.min(wait * 2, 2_000);
-      const retried = await publish(again);
-      for (const [k, i] of again.entries()) outcomes[i] = retried[k];
-    }
-  }
+  await republishFailed(t.nc, outcomes, publish);
   const failures = outcomes.filter((o): o is PipelinedFailure => 'kind' in o);
   if (failures.length === 0) return outcomes as AppendResult[];
   // The first real failure is the cause; 'closed' entries are the ones never sent after it.

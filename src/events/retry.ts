@@ -9,8 +9,12 @@
  *
  *   const info = await retryElection(nc, 'stream info AKBE_EVENTS', () => jsm.streams.info(name));
  *
- * On a single server there is no election to wait for: the call is made once (losing the only
- * server is reported at once, as src/cli reports a lost NATS server). AKBE_DEBUG=1 logs each retry.
+ * On a single server there is no election to wait for, but a busy machine (a slow fsync, a
+ * stalled event loop) can still miss an ack or a reply: a call that timed out is made again, up to
+ * TIMEOUT_ATTEMPTS times in all (every call retried here is idempotent: object-store puts of one
+ * name, KV puts, publishes with a Nats-Msg-Id). Any other error, and a closed connection (losing
+ * the only server is reported at once, as src/cli reports a lost NATS server), is final.
+ * AKBE_DEBUG=1 logs each retry.
  */
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -32,6 +36,29 @@ export class ClusterUnavailableError extends Error {
     );
     this.name = 'ClusterUnavailableError';
   }
+}
+
+/** On a single server: how many times in all a call that timed out is made (250, 500, 1000 ms apart). */
+export const TIMEOUT_ATTEMPTS = 4;
+
+/** A single server's call timed out TIMEOUT_ATTEMPTS times; the last timeout is the cause. */
+export class RetriesExhaustedError extends Error {
+  constructor(
+    readonly what: string,
+    readonly attempts: number,
+    opts?: ErrorOptions,
+  ) {
+    const cause = opts?.cause instanceof Error ? `${opts.cause.name}: ${opts.cause.message}` : 'no answer';
+    super(`${what}: no answer in ${attempts} tries (${cause})`, opts);
+    this.name = 'RetriesExhaustedError';
+  }
+}
+
+/** True for a timeout (no ack, no reply in time) anywhere in the cause chain. */
+export function isTimeoutError(err: unknown): boolean {
+  for (let e = err; e instanceof Error; e = e.cause)
+    if (e.name === 'TimeoutError' || /\btime(d ?)?out\b/i.test(e.message)) return true;
+  return false;
 }
 
 /** API error codes that mean "ask again soon": no cluster quorum or leader yet, stream offline. */
@@ -88,7 +115,7 @@ export function electionWindowMs(nc: NatsConnection): number {
 /**
  * Calls `fn` until it succeeds, fails with a non-transient error, the connection closes, or the
  * window ends (then ClusterUnavailableError, with the last error as its cause). Waits 250 ms,
- * doubling to 2 s, between tries.
+ * doubling to 2 s, between tries. With no window (a single server), retryTimeouts.
  */
 export async function retryElection<T>(
   api: NatsApi,
@@ -99,6 +126,7 @@ export async function retryElection<T>(
   const nc = connectionOf(api);
   const started = Date.now();
   const windowMs = opts.windowMs ?? electionWindowMs(nc);
+  if (windowMs === 0) return retryTimeouts(nc, what, fn);
   const retryable = opts.retryable ?? isTransientNatsError;
   for (let wait = 250, attempt = 1; ; wait = Math.min(wait * 2, 2_000), attempt++) {
     try {
@@ -106,15 +134,35 @@ export async function retryElection<T>(
     } catch (err) {
       if (!retryable(err) || nc.isClosed()) throw err;
       const waited = Date.now() - started;
-      if (waited + wait > windowMs) {
-        if (windowMs === 0) throw err;
-        throw new ClusterUnavailableError(what, waited, { cause: err });
-      }
+      if (waited + wait > windowMs) throw new ClusterUnavailableError(what, waited, { cause: err });
       if (process.env.AKBE_DEBUG)
         process.stderr.write(
           `akbe debug: ${what}: try ${attempt} failed (${(err as Error).message}); again in ${wait} ms\n`,
         );
       await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
+
+/**
+ * Calls `fn` until it succeeds, fails otherwise than by a timeout, the connection closes, or it
+ * timed out `attempts` times (then RetriesExhaustedError, the last timeout its cause).
+ */
+export async function retryTimeouts<T>(
+  nc: NatsConnection,
+  what: string,
+  fn: () => Promise<T>,
+  attempts = TIMEOUT_ATTEMPTS,
+): Promise<T> {
+  for (let attempt = 1, wait = 250; ; attempt++, wait *= 2) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!isTimeoutError(err) || nc.isClosed()) throw err;
+      if (attempt >= attempts) throw new RetriesExhaustedError(what, attempts, { cause: err });
+      if (process.env.AKBE_DEBUG)
+        process.stderr.write(`akbe debug: ${what}: try ${attempt} timed out; again in ${wait} ms\n`);
+      await delay(wait);
     }
   }
 }

@@ -38,3 +38,21 @@ export function holdPoint(point: KillPoint, step: number): Promise<void> {
   process.stderr.write(`${HOLD_AT_ENV}: holding at ${point}:${step}\n`);
   return new Promise(() => {});
 }
+
+export const FAULT_AT_ENV = 'AKBE_TEST_FAULT_AT';
+const faultsMade = new Map<string, number>();
+
+/**
+ * Test-only faults: `AKBE_TEST_FAULT_AT=upload:<version>:<n>` makes the first n checkpoint
+ * uploads of that version (object-store puts, each try counted) throw a TimeoutError, as a busy
+ * server's missing ack would; `upload:<version>:always` every one. Unset, a no-op.
+ */
+export function faultPoint(point: 'upload', version: number): void {
+  const m = /^([a-z]+):(\d+):(\d+|always)$/.exec(process.env[FAULT_AT_ENV] ?? '');
+  if (!m || m[1] !== point || Number(m[2]) !== version) return;
+  const key = `${point}:${version}`;
+  const made = faultsMade.get(key) ?? 0;
+  if (m[3] !== 'always' && made >= Number(m[3])) return;
+  faultsMade.set(key, made + 1);
+  throw Object.assign(new Error(`timeout (${FAULT_AT_ENV}=${m[0]})`), { name: 'TimeoutError' });
+}

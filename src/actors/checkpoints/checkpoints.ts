@@ -31,6 +31,7 @@ import { retryElection } from '../../events/retry.js';
 import { defaultReplicas } from '../../events/streams.js';
 import { CHECKPOINT_BUCKET } from '../../events/subjects.js';
 import { decodeSafetensors } from '../../gpu/safetensors.js';
+import { faultPoint } from '../../util/kill-point.js';
 import { openRunsBucket, RunEntries } from '../nats/runs-bucket.js';
 import { localProblem, sha256Hex } from './checkpoint-integrity.js';
 import { keepCheckpointsProblem } from './keep-checkpoints.js';
@@ -178,7 +179,11 @@ export class CheckpointStore {
         const bytes = new Uint8Array(await readFile(join(dir, file)));
         const name = this.objectName(version, file);
         const meta = { name, options: { max_chunk_size: UPLOAD_CHUNK_BYTES } };
-        await retryElection(this.nc, `store ${name}`, () => this.obj.putBlob(meta, bytes));
+        // A timed-out put is made again (retry.ts): a put of the same name replaces the object.
+        await retryElection(this.nc, `store ${name}`, async () => {
+          faultPoint('upload', version);
+          return this.obj.putBlob(meta, bytes);
+        });
         return { file, bytes };
       }),
     );

@@ -27,6 +27,8 @@ export class EventSink {
   private failure: Error | null = null;
   private scheduled = false;
   readonly stats = { appended: 0, skipped: 0, duplicates: 0 };
+  /** Step and policy version of the last event pushed: where a failed run stopped. */
+  lastPushed: { step: number; policyVersion: number } | null = null;
 
   constructor(
     private readonly store: EventStore,
@@ -35,6 +37,7 @@ export class EventSink {
 
   push(event: AkbeEvent | null): void {
     if (!event) return;
+    this.lastPushed = { step: event.meta.step, policyVersion: event.meta.policyVersion };
     if (this.opts.known?.has(event.meta.dedupeId)) {
       this.stats.skipped++;
       return;

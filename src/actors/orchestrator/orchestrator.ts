@@ -109,8 +109,10 @@ async function trainHoldingLock(
 }
 
 /**
- * A failed run: its status, and run.finished (failed, with the reason) when a rollout ran out of
- * delivery attempts, a terminal failure of the run. Returns the error to throw: what went wrong
+ * A failed run: its status, and run.finished (failed, with the one-line reason) appended before
+ * the error goes up, so that `akbe runs` and a grid rerun see it ended (issue 21 item 6). Not
+ * when the run lost its lock (the new holder writes it) or its connection (nothing can be written;
+ * the run resumes from its log, docs/experiments.md). Returns the error to throw: what went wrong
  * in one line, not the machine's wrapper error.
  */
 async function recordFailure(
@@ -122,27 +124,28 @@ async function recordFailure(
   // The run is another orchestrator's now: its status and its log are not ours to write.
   const lost = causeIn(err, RunLockLostError);
   if (lost) return lost;
-  await checkpoints.setStatus('failed').catch(() => undefined);
   const gaveUp = causeIn(err, RolloutGaveUpError);
-  if (gaveUp)
-    sink.push(
-      createEvent(
-        'run.finished',
-        {
-          status: 'failed',
-          reason: gaveUp.message,
-          stepsCompleted: 0,
-          elapsedSeconds: (performance.now() - started) / 1000,
-        },
-        {
-          runId: o.runId,
-          step: stepOfRolloutId(gaveUp.rolloutId) ?? 0,
-          policyVersion: setup.machineInput.initialVersion ?? 0,
-        },
-      ),
-    );
+  const cause = gaveUp ?? causeIn(err, RolloutsStalledError) ?? err;
+  if (o.nc.isClosed()) return cause;
+  await checkpoints.setStatus('failed').catch(() => undefined);
+  // What the sink still holds goes first; a sink that failed (the cause, maybe) keeps the rest.
   await sink.flush().catch(() => undefined);
-  return gaveUp ?? causeIn(err, RolloutsStalledError) ?? err;
+  const last = sink.lastPushed;
+  const version = Math.max(setup.machineInput.initialVersion ?? 0, last?.policyVersion ?? 0);
+  const reason = String((cause as Error)?.message ?? cause).split('\n')[0];
+  const step = gaveUp ? (stepOfRolloutId(gaveUp.rolloutId) ?? 0) : (last?.step ?? 0);
+  const finished = createEvent(
+    'run.finished',
+    {
+      status: 'failed',
+      reason,
+      stepsCompleted: version,
+      elapsedSeconds: (performance.now() - started) / 1000,
+    },
+    { runId: o.runId, step, policyVersion: version },
+  );
+  await o.store.append(finished).catch((e: Error) => o.log?.(`run.finished not stored: ${e.message}`));
+  return cause;
 }
 
 /** The first error of class `C` in `err`'s cause chain. */
