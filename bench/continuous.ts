@@ -26,10 +26,10 @@ import { ContinuousBatcher } from '../src/gpu/continuous.js';
 import { decodeBatch, type GenerateRequest, type GenerateResult } from '../src/gpu/decoder.js';
 import { OrtDecodeBackend } from '../src/gpu/ort-policy.js';
 import { formatObservation } from '../src/retrieval/observation.js';
+import { informationBlock, promptIds, stopIds } from '../src/text/prompts.js';
 import { deriveSeed } from '../src/util/rng.js';
 import { DEFAULT_WORLD } from '../src/world/config.js';
 import { generateWorld } from '../src/world/generate.js';
-import { informationBlock, promptIds, stopIds } from '../src/text/prompts.js';
 import { median } from './probe.js';
 import { Batcher } from './static-batcher.js';
 

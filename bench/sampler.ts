@@ -21,10 +21,10 @@ import { loadCheckpoint } from '../src/gpu/checkpoint.js';
 import { type DecodeBackend, decodeBatch, type GenerateRequest } from '../src/gpu/decoder.js';
 import { OrtDecodeBackend } from '../src/gpu/ort-policy.js';
 import { type Sample, type SamplingOptions, sampleRow } from '../src/gpu/sampler.js';
+import { promptIds } from '../src/text/prompts.js';
 import { deriveSeed, Rng } from '../src/util/rng.js';
 import { DEFAULT_WORLD } from '../src/world/config.js';
 import { generateWorld } from '../src/world/generate.js';
-import { promptIds } from '../src/text/prompts.js';
 import { median } from './probe.js';
 import { sampleRowBaseline } from './sampler-baseline.js';
 
