@@ -59,6 +59,20 @@ t.test("a run refuses another process's embedded server; a short command attache
   await viewer.close();
 });
 
+t.test('two runs starting at once on an empty home take turns: one server, not two', async (t) => {
+  const home = tempHome(t);
+  // In one process both may use the server (it is theirs); across processes the second is refused.
+  const both = await Promise.all([
+    connectAkbeNats({ home, env: {}, embedded: true }),
+    connectAkbeNats({ home, env: {}, embedded: true }),
+  ]);
+  t.teardown(async () => {
+    for (const n of both.reverse()) await n.close();
+  });
+  t.same(both.map((n) => n.source).sort(), ['embedded', 'running']);
+  t.equal(both[0].url, both[1].url);
+});
+
 t.test('a short command run while a run starts: the run finishes', async (t) => {
   const fx = await tinyRunFixture();
   const home = tempHome(t);
