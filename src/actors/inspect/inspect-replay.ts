@@ -12,7 +12,7 @@
 import { createActor, fromPromise, type InspectionEvent, toPromise } from 'xstate';
 import { recordedOfflineTargets } from '../../audit/offline-targets.js';
 import { type AuditSettings, configOf, recomputeOutcome, settingsOf } from '../../audit/recompute.js';
-import type { RolloutLog, RunLog } from '../../audit/run-log.js';
+import type { RolloutLog, RunLog, StepLog } from '../../audit/run-log.js';
 import { seqOf } from '../../audit/run-log.js';
 import { wholeTurnSpans } from '../../events/upcast.js';
 import type { AkbeFact } from '../../machines/facts.js';
@@ -64,6 +64,34 @@ function rolloutsById(log: RunLog): Map<string, RolloutLog> {
   return m;
 }
 
+/**
+ * The run's question pool as far as the log shows it: each step's questions re-drawn with the
+ * run machine's own draw (sampleStepQuestions) and put back at the pool index they came from,
+ * with the prompts their rollouts recorded. Questions no step drew are placeholders.
+ */
+function questionPoolOf(steps: StepLog[], poolSize: number, runSeed: number): QuestionSpec[] {
+  const pool: Array<QuestionSpec | null> = Array.from({ length: poolSize }, () => null);
+  for (const step of steps) {
+    const ids = step.started!.data.questionIds;
+    const drawn = sampleStepQuestions(poolSize, ids.length, runSeed, step.step);
+    ids.forEach((id, i) => {
+      const q = step.questions.get(id);
+      const done = [...(q?.rollouts.values() ?? [])].flatMap((r) => (r.completed ? [r.completed] : []));
+      const prompt = (path: string) =>
+        Array.from(done.find((d) => d.data.path === path)?.data.promptTokenIds ?? [0]);
+      pool[drawn[i]] ??= {
+        id,
+        gold: q?.assigned?.data.goldAnswers ?? ['?'],
+        text: q?.assigned?.data.text,
+        split: q?.assigned?.data.split,
+        withToolPrompt: prompt('with-tool'),
+        noToolPrompt: prompt('no-tool'),
+      };
+    });
+  }
+  return pool.map((q, i) => q ?? { id: `unused-${i}`, gold: ['-'], withToolPrompt: [0], noToolPrompt: [0] });
+}
+
 /** The run machine's input, rebuilt from the log: the question pool is re-drawn step by step. */
 export function runInputFromLog(log: RunLog): RunInput {
   const started = log.started;
@@ -85,34 +113,14 @@ export function runInputFromLog(log: RunLog): RunInput {
       `rollout.completed.segments is not recorded (first: ${textless.rolloutId} at seq ${seqOf(textless.completed)}), so the rollout machines have no turn texts to parse (the event sink of akbe train writes them)`,
     );
   const batch = steps[0]?.started?.data.questionIds.length ?? (cfg.batchQuestions as number);
-  const pool: Array<QuestionSpec | null> = Array.from({ length: poolSize }, () => null);
-  for (const step of steps) {
-    const ids = step.started!.data.questionIds;
-    const drawn = sampleStepQuestions(poolSize, ids.length, s.runSeed, step.step);
-    ids.forEach((id, i) => {
-      const q = step.questions.get(id);
-      const done = [...(q?.rollouts.values() ?? [])].flatMap((r) => (r.completed ? [r.completed] : []));
-      const prompt = (path: string) =>
-        Array.from(done.find((d) => d.data.path === path)?.data.promptTokenIds ?? [0]);
-      pool[drawn[i]] ??= {
-        id,
-        gold: q?.assigned?.data.goldAnswers ?? ['?'],
-        text: q?.assigned?.data.text,
-        split: q?.assigned?.data.split,
-        withToolPrompt: prompt('with-tool'),
-        noToolPrompt: prompt('no-tool'),
-      };
-    });
-  }
+  const pool = questionPoolOf(steps, poolSize, s.runSeed);
   const group = steps[0]?.questions.values().next().value?.assigned?.data.groupSize;
   return {
     runSeed: s.runSeed,
     // Absolute step numbers: a resumed run's log may start past step 0.
     steps: (steps.at(-1)?.step ?? -1) + 1,
     initialStep: steps[0]?.step ?? 0,
-    questions: pool.map(
-      (q, i) => q ?? { id: `unused-${i}`, gold: ['-'], withToolPrompt: [0], noToolPrompt: [0] },
-    ),
+    questions: pool,
     batchQuestions: batch,
     gWithTool: group?.withTool ?? (cfg.gWithTool as number),
     gNoTool: group?.noTool ?? (cfg.gNoTool as number),
