@@ -70,6 +70,45 @@ export interface PretrainResult {
   seconds: number;
 }
 
+/** The pretraining state and runtime: resumed from `outDir` (checked), or a fresh model. */
+async function openPretrain(
+  o: PretrainRunOptions,
+  statePath: string,
+  worldTokens: string,
+  vocabSize: number,
+  runtimeOpts: Parameters<typeof PolicyRuntime.create>[2],
+): Promise<{ state: PretrainState; runtime: PolicyRuntime }> {
+  if (existsSync(statePath)) {
+    if (!o.resume)
+      throw new PretrainStateError(
+        statePath,
+        'a pretraining run exists here; pass --resume to continue it or choose another --out',
+      );
+    const state = JSON.parse(await readFile(statePath, 'utf8')) as PretrainState;
+    if (state.format !== 'akbe-pretrain/1')
+      throw new PretrainStateError(statePath, `unknown format ${state.format}`);
+    if (state.worldTokens !== worldTokens)
+      throw new PretrainStateError(statePath, `was trained on another world than ${o.worldDir}`);
+    state.config = { ...state.config, steps: Math.max(o.config.steps, state.config.steps) };
+    return { state, runtime: await PolicyRuntime.fromCheckpoint(o.outDir, runtimeOpts) };
+  }
+  const cfg = pretrainModelConfig(vocabSize, o.config);
+  const state: PretrainState = {
+    format: 'akbe-pretrain/1',
+    config: o.config,
+    worldTokens,
+    step: 0,
+    history: [],
+  };
+  const runtime = await PolicyRuntime.create(
+    cfg,
+    initParams(cfg, deriveSeed(o.config.seed, 'init')),
+    runtimeOpts,
+  );
+  await mkdir(o.outDir, { recursive: true });
+  return { state, runtime };
+}
+
 export async function runPretrain(o: PretrainRunOptions): Promise<PretrainResult> {
   const summary = await readWorldSummary(o.worldDir);
   const tok = await readWorldTokenizer(o.worldDir);
@@ -82,31 +121,7 @@ export async function runPretrain(o: PretrainRunOptions): Promise<PretrainResult
     trainer: { aggregation: 'token-mean' as const, akbeLoss: 'nll' as const },
   };
 
-  let state: PretrainState;
-  let runtime: PolicyRuntime;
-  if (existsSync(statePath)) {
-    if (!o.resume)
-      throw new PretrainStateError(
-        statePath,
-        'a pretraining run exists here; pass --resume to continue it or choose another --out',
-      );
-    state = JSON.parse(await readFile(statePath, 'utf8')) as PretrainState;
-    if (state.format !== 'akbe-pretrain/1')
-      throw new PretrainStateError(statePath, `unknown format ${state.format}`);
-    if (state.worldTokens !== worldTokens)
-      throw new PretrainStateError(statePath, `was trained on another world than ${o.worldDir}`);
-    state.config = { ...state.config, steps: Math.max(o.config.steps, state.config.steps) };
-    runtime = await PolicyRuntime.fromCheckpoint(o.outDir, runtimeOpts);
-  } else {
-    const cfg = pretrainModelConfig(tok.size, o.config);
-    state = { format: 'akbe-pretrain/1', config: o.config, worldTokens, step: 0, history: [] };
-    runtime = await PolicyRuntime.create(
-      cfg,
-      initParams(cfg, deriveSeed(o.config.seed, 'init')),
-      runtimeOpts,
-    );
-    await mkdir(o.outDir, { recursive: true });
-  }
+  const { state, runtime } = await openPretrain(o, statePath, worldTokens, tok.size, runtimeOpts);
   const cfg = state.config;
   const schedule = batchSchedule(mix, cfg);
   const started = Date.now();
