@@ -130,6 +130,22 @@ function stepValue(s: StepFigures, key: StepKey): number | null {
   }
 }
 
+/** One cell on one split: each seed's figures, their summaries and the rates' bootstrap. */
+function cellSplit(label: string, runs: Array<[number, Figures | null]>): CellSplit {
+  const bySeed = Object.fromEntries(
+    METRICS.map(({ key }) => [key, new Map(runs.map(([seed, f]) => [seed, f?.[key] ?? null]))]),
+  ) as CellSplit['bySeed'];
+  const summary = Object.fromEntries(
+    METRICS.map(({ key }) => [key, summarize([...bySeed[key].values()])]),
+  ) as CellSplit['summary'];
+  const finite = (m: Map<number, number | null>) =>
+    [...m.values()].filter((v): v is number => v !== null && Number.isFinite(v));
+  const boot = Object.fromEntries(
+    METRICS.filter((m) => m.rate).map(({ key }) => [key, bootstrapMean(finite(bySeed[key]))]),
+  );
+  return { label, bySeed, summary, boot };
+}
+
 /**
  * Builds the report. Only completed runs count (a killed or failed run's figures would mix a
  * shorter training into the means); `figures` maps run ids to their folds.
@@ -151,26 +167,12 @@ export function buildReport(
   };
   const baselineCell = spec.cells.find((c) => c.label === spec.baseline);
   const splits = ['train', ...splitNames].map((split): SplitReport => {
-    const cells = spec.cells.map((cell): CellSplit => {
-      const bySeed = Object.fromEntries(
-        METRICS.map(({ key }) => [
-          key,
-          new Map(runsOf(cell).map((r) => [r.seed, figuresFor(split, r)?.[key] ?? null])),
-        ]),
-      ) as CellSplit['bySeed'];
-      const summary = Object.fromEntries(
-        METRICS.map(({ key }) => [key, summarize([...bySeed[key].values()])]),
-      ) as CellSplit['summary'];
-      const boot = Object.fromEntries(
-        METRICS.filter((m) => m.rate).map(({ key }) => [
-          key,
-          bootstrapMean(
-            [...bySeed[key].values()].filter((v): v is number => v !== null && Number.isFinite(v)),
-          ),
-        ]),
-      );
-      return { label: cell.label, bySeed, summary, boot };
-    });
+    const cells = spec.cells.map((cell) =>
+      cellSplit(
+        cell.label,
+        runsOf(cell).map((r) => [r.seed, figuresFor(split, r)]),
+      ),
+    );
     const base = cells.find((c) => c.label === baselineCell?.label);
     if (base)
       for (const c of cells)
