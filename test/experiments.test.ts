@@ -375,16 +375,34 @@ t.test('report of a 2 x 2 grid equals the hand-worked figures of its events', as
   // per step: mean and min..max over completed seeds
   const tc = r.plots.find((p) => p.key === 'tc')!;
   t.same(tc.steps, [0, 1]);
-  t.same(tc.series[0], { label: 'grpo', mean: [1.5, 1.25], lo: [1, 1], hi: [2, 1.5] });
+  // seeds: each completed seed's value per step (s1, s2): step 0 TC 2, 1; step 1 1.5, 1
+  t.same(tc.series[0], {
+    label: 'grpo',
+    mean: [1.5, 1.25],
+    lo: [1, 1],
+    hi: [2, 1.5],
+    seeds: [
+      [2, 1],
+      [1.5, 1],
+    ],
+  });
   t.same(tc.series[1].mean, [0.5, 0.5]);
   const td = r.plots.find((p) => p.key === 'tool-dependent')!;
   t.same(td.series[0].mean, [0.5, 1.5]);
   const known = r.plots.find((p) => p.key === 'knownSearchRate')!;
-  t.same(known.series[0], { label: 'grpo', mean: [1, 0.75], lo: [1, 0.5], hi: [1, 1] });
+  t.same(known.series[0], {
+    label: 'grpo',
+    mean: [1, 0.75],
+    lo: [1, 0.5],
+    hi: [1, 1],
+    seeds: [[1], [0.5, 1]],
+  });
 
   // the files: markdown table cells, report.json in the dashboard's shape, one SVG per plot
   const files = reportFiles(r);
-  t.match(files.get('README.md')!, /\| grpo \| 2 \| 0\.438 ± 2\.382 \| 1\.375 ± /);
+  // EM is a rate: the bootstrap interval of two values 0.625, 0.25 is [0.25, 0.625] (resample means
+  // 0.25, 0.4375, 0.625 with P 1/4, 1/2, 1/4); TC keeps the t-interval
+  t.match(files.get('README.md')!, /\| grpo \| 2 \| 0\.438 \[0\.250, 0\.625\] \| 1\.375 ± /);
   t.match(files.get('README.md')!, /\| akbe \| 1 \| \+0\.125 \| -1\.250 \|/);
   t.match(files.get('README.md')!, /hand-akbe-s2 \| akbe \| 2 \| running/);
   const json = reportJson(r) as { tables: Array<{ rows: unknown[][] }>; plots: Array<{ series: unknown[] }> };

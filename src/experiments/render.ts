@@ -4,9 +4,11 @@
  * strings/numbers/nulls, plots of x values and series). report.json also carries the numbers
  * behind each table cell (`data`) and each series' band (`lo`, `hi`), which the page ignores.
  */
-import { type ExperimentReport, METRICS, type SplitReport, TRAIN_WINDOW } from './report.js';
+import { claimsTable } from './claims-render.js';
+import { type CellSplit, type ExperimentReport, METRICS, type SplitReport, TRAIN_WINDOW } from './report.js';
 import type { Summary } from './stats.js';
 import { lineChartSvg } from './svg.js';
+import { summarySvg } from './svg-summary.js';
 
 const f3 = (x: number) => x.toFixed(3);
 
@@ -15,6 +17,14 @@ export function cellText(s: Summary, signed = false): string {
   if (s.mean === null) return '-';
   const m = signed && s.mean >= 0 ? `+${f3(s.mean)}` : f3(s.mean);
   return s.half === null ? m : `${m} ± ${f3(s.half)}`;
+}
+
+/** A rate: the mean and its bootstrap interval `0.500 [0.000, 1.000]`; other metrics: cellText. */
+function metricText(c: CellSplit, key: (typeof METRICS)[number]['key']): string {
+  const b = c.boot[key];
+  const s = c.summary[key];
+  if (!b || s.mean === null) return cellText(s);
+  return `${f3(s.mean)} [${f3(b.lo)}, ${f3(b.hi)}]`;
 }
 
 function splitTitle(split: string): string {
@@ -27,7 +37,7 @@ function splitTable(s: SplitReport) {
   return {
     title: splitTitle(s.split),
     columns: ['cell', 'seeds', ...METRICS.map((m) => m.title)],
-    rows: s.cells.map((c) => [c.label, c.summary.em.n, ...METRICS.map((m) => cellText(c.summary[m.key]))]),
+    rows: s.cells.map((c) => [c.label, c.summary.em.n, ...METRICS.map((m) => metricText(c, m.key))]),
   };
 }
 
@@ -41,10 +51,16 @@ function diffTable(s: SplitReport, baseline: string) {
 }
 
 function tables(r: ExperimentReport) {
-  return r.splits.flatMap((s) => (r.baseline ? [splitTable(s), diffTable(s, r.baseline)] : [splitTable(s)]));
+  const claims = r.claims.length ? [claimsTable(r.claims)] : [];
+  return [
+    ...claims,
+    ...r.splits.flatMap((s) => (r.baseline ? [splitTable(s), diffTable(s, r.baseline)] : [splitTable(s)])),
+  ];
 }
 
 export const plotFile = (key: string) => `plot-${key}.svg`;
+export const summaryFile = (split: string, key: string) =>
+  `cells-${split.replace(/[^A-Za-z0-9_-]/g, '_')}-${key}.svg`;
 
 export function reportJson(r: ExperimentReport): object {
   return {
@@ -53,9 +69,9 @@ export function reportJson(r: ExperimentReport): object {
     plots: r.plots.map((p) => ({
       title: `${p.title} by step (mean over seeds)`,
       x: { label: 'step', values: p.steps },
-      series: p.series.map((s) => ({ label: s.label, values: s.mean, lo: s.lo, hi: s.hi })),
+      series: p.series.map((s) => ({ label: s.label, values: s.mean, lo: s.lo, hi: s.hi, seeds: s.seeds })),
     })),
-    data: { baseline: r.baseline, runs: r.runs, splits: r.splits.map(splitData) },
+    data: { baseline: r.baseline, runs: r.runs, splits: r.splits.map(splitData), claims: r.claims },
   };
 }
 
@@ -66,6 +82,7 @@ function splitData(s: SplitReport) {
       label: c.label,
       bySeed: Object.fromEntries(METRICS.map((m) => [m.key, Object.fromEntries(c.bySeed[m.key])])),
       summary: c.summary,
+      bootstrap: c.boot,
       diff: c.diff ?? null,
     })),
   };
@@ -80,12 +97,15 @@ export function reportMarkdown(r: ExperimentReport): string {
   const out = [`# ${r.title}`, ''];
   const done = r.runs.filter((x) => x.status === 'completed').length;
   out.push(
-    `${done} of ${r.runs.length} runs completed (only completed runs count). Each cell is the mean over seeds ± the half-width of the 95% confidence interval from Student's t-distribution with n-1 degrees of freedom (mean ± t(0.975, n-1)·s/√n, s with ddof 1); one seed shows the mean alone. TC counts tool calls per question, TP = Σ correct / Σ tool calls; the known-search and unknown-no-search rates use the world's oracle.`,
+    `${done} of ${r.runs.length} runs completed (only completed runs count). Each cell is the mean over seeds ± the half-width of the 95% confidence interval from Student's t-distribution with n-1 degrees of freedom (mean ± t(0.975, n-1)·s/√n, s with ddof 1); one seed shows the mean alone. Rates bounded in [0, 1] (EM, the known-search and unknown-no-search rates) show the mean and a 95% percentile-bootstrap interval instead (10000 resamples of the seeds, seeded: the same figures give the same interval), which stays in [0, 1]. Claims: Welch's unpaired or the paired t-test (as the claim declares; the other beside it), two-sided, Holm-adjusted over the claims, MDE = (t(0.975, df) + t(0.8, df))·se, the difference these seeds would detect with 80% power. TC counts tool calls per question, TP = Σ correct / Σ tool calls; the known-search and unknown-no-search rates use the world's oracle.`,
     '',
   );
   for (const t of tables(r)) out.push(`## ${t.title}`, '', mdTable(t), '');
   out.push('## Per step', '', 'One line per cell (mean over seeds), band: min..max over seeds.', '');
   for (const p of r.plots) out.push(`![${p.title}](${plotFile(p.key)})`, '');
+  out.push('## Per cell', '', 'Each seed (dots) beside the mean (bar) and its 95% interval (line).', '');
+  for (const s of r.splits)
+    for (const m of METRICS) out.push(`![${s.split} ${m.title}](${summaryFile(s.split, m.key)})`, '');
   const missing = r.runs.filter((x) => x.status !== 'completed');
   if (missing.length) {
     out.push(
@@ -108,5 +128,11 @@ export function reportFiles(r: ExperimentReport): Map<string, string> {
     ['report.json', `${JSON.stringify(reportJson(r), null, 2)}\n`],
   ]);
   for (const p of r.plots) files.set(plotFile(p.key), lineChartSvg(p));
+  for (const s of r.splits)
+    for (const m of METRICS)
+      files.set(
+        summaryFile(s.split, m.key),
+        summarySvg(`${m.title}, ${splitTitle(s.split)}`, s.cells, m.key),
+      );
   return files;
 }

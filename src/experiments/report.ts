@@ -9,20 +9,26 @@
  *     the highest version).
  * Per split and cell: mean ± the 95% t-interval half-width over the cell's seeds (stats.ts), and
  * paired differences against the baseline cell (per seed, then mean ± t-interval).
- * Per step: the mean over seeds, and the min..max over seeds as the band.
+ * Rates bounded in [0, 1] (EM, known-search, unknown-no-search) also get a seeded percentile
+ * bootstrap interval (bootstrap.ts), which stays in [0, 1]. The spec's claims are tested
+ * (claims.ts: Welch / paired t, Holm over the claims, MDE at 80% power).
+ * Per step: the mean over seeds, the min..max over seeds as the band, and each seed's value.
  */
 import type { RunFigures, StepFigures } from '../events/projections/run-figures.js';
+import { type BootstrapInterval, bootstrapMean } from './bootstrap.js';
+import { type ClaimResult, evaluateClaims } from './claims.js';
 import type { Cell, ExperimentSpec, PlannedRun } from './spec.js';
 import { pairedDifference, type Summary, summarize } from './stats.js';
 
 export const TRAIN_WINDOW = 5;
 
+/** `rate`: bounded in [0, 1] (TP = correct / tool calls is not: it can pass 1). */
 export const METRICS = [
-  { key: 'em', title: 'EM' },
-  { key: 'tc', title: 'TC' },
-  { key: 'tp', title: 'TP' },
-  { key: 'knownSearchRate', title: 'known-search rate' },
-  { key: 'unknownNoSearchRate', title: 'unknown-no-search rate' },
+  { key: 'em', title: 'EM', rate: true },
+  { key: 'tc', title: 'TC', rate: false },
+  { key: 'tp', title: 'TP', rate: false },
+  { key: 'knownSearchRate', title: 'known-search rate', rate: true },
+  { key: 'unknownNoSearchRate', title: 'unknown-no-search rate', rate: true },
 ] as const;
 export type MetricKey = (typeof METRICS)[number]['key'];
 type Figures = Record<MetricKey, number | null>;
@@ -44,6 +50,8 @@ export interface CellSplit {
   /** Per metric: value by seed (null: the run has no value). */
   bySeed: Record<MetricKey, Map<number, number | null>>;
   summary: Record<MetricKey, Summary>;
+  /** Rates only: the seeded percentile-bootstrap 95% interval of the mean (null with < 2 seeds). */
+  boot: Partial<Record<MetricKey, BootstrapInterval | null>>;
   /** Against the baseline (absent for the baseline itself or when there is none). */
   diff?: Record<MetricKey, Summary>;
 }
@@ -58,6 +66,8 @@ export interface StepSeries {
   mean: Array<number | null>;
   lo: Array<number | null>;
   hi: Array<number | null>;
+  /** Each seed's value at each step (the points behind mean, lo and hi). */
+  seeds: number[][];
 }
 
 export interface StepPlot {
@@ -75,6 +85,8 @@ export interface ExperimentReport {
   runs: Array<{ runId: string; label: string; seed: number; status: RunFigures['status'] }>;
   splits: SplitReport[];
   plots: StepPlot[];
+  /** The spec's claims, tested ([] when it has none). */
+  claims: ClaimResult[];
 }
 
 const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
@@ -118,6 +130,22 @@ function stepValue(s: StepFigures, key: StepKey): number | null {
   }
 }
 
+/** One cell on one split: each seed's figures, their summaries and the rates' bootstrap. */
+function cellSplit(label: string, runs: Array<[number, Figures | null]>): CellSplit {
+  const bySeed = Object.fromEntries(
+    METRICS.map(({ key }) => [key, new Map(runs.map(([seed, f]) => [seed, f?.[key] ?? null]))]),
+  ) as CellSplit['bySeed'];
+  const summary = Object.fromEntries(
+    METRICS.map(({ key }) => [key, summarize([...bySeed[key].values()])]),
+  ) as CellSplit['summary'];
+  const finite = (m: Map<number, number | null>) =>
+    [...m.values()].filter((v): v is number => v !== null && Number.isFinite(v));
+  const boot = Object.fromEntries(
+    METRICS.filter((m) => m.rate).map(({ key }) => [key, bootstrapMean(finite(bySeed[key]))]),
+  );
+  return { label, bySeed, summary, boot };
+}
+
 /**
  * Builds the report. Only completed runs count (a killed or failed run's figures would mix a
  * shorter training into the means); `figures` maps run ids to their folds.
@@ -139,18 +167,12 @@ export function buildReport(
   };
   const baselineCell = spec.cells.find((c) => c.label === spec.baseline);
   const splits = ['train', ...splitNames].map((split): SplitReport => {
-    const cells = spec.cells.map((cell): CellSplit => {
-      const bySeed = Object.fromEntries(
-        METRICS.map(({ key }) => [
-          key,
-          new Map(runsOf(cell).map((r) => [r.seed, figuresFor(split, r)?.[key] ?? null])),
-        ]),
-      ) as CellSplit['bySeed'];
-      const summary = Object.fromEntries(
-        METRICS.map(({ key }) => [key, summarize([...bySeed[key].values()])]),
-      ) as CellSplit['summary'];
-      return { label: cell.label, bySeed, summary };
-    });
+    const cells = spec.cells.map((cell) =>
+      cellSplit(
+        cell.label,
+        runsOf(cell).map((r) => [r.seed, figuresFor(split, r)]),
+      ),
+    );
     const base = cells.find((c) => c.label === baselineCell?.label);
     if (base)
       for (const c of cells)
@@ -179,16 +201,20 @@ export function buildReport(
           mean: at.map(mean),
           lo: at.map((xs) => (xs.length ? Math.min(...xs) : null)),
           hi: at.map((xs) => (xs.length ? Math.max(...xs) : null)),
+          seeds: at,
         };
       }),
     }),
   );
-  return {
+  const report = {
     name: spec.name,
     title: spec.title,
     baseline: baselineCell?.label ?? null,
     runs: planned.map((r) => ({ runId: r.runId, label: r.cell.label, seed: r.seed, status: status(r) })),
     splits,
     plots,
+    claims: [] as ClaimResult[],
   };
+  report.claims = evaluateClaims(spec.claims ?? [], report);
+  return report;
 }

@@ -14,6 +14,8 @@
  *     - algo: grpo
  *     - algo: akbe
  *       targetContext: [own, with-tool]
+ *   claims:                       # optional: tested claims, the report's Claims section (claims.ts)
+ *     - { claim: AKBE lowers test TC, metric: tc, split: test, direction: less, cells: [akbe, grpo] }
  *
  * Paths are relative to the working directory, as in config files. Each cell's config is the base,
  * then `config`, then `steps`/`world`/`policy`, then the grid entry's settings, then the seed;
@@ -24,6 +26,7 @@
 
 import { createHash } from 'node:crypto';
 import YAML from 'yaml';
+import { type Claim, parseClaims } from './claims.js';
 
 export class SpecError extends Error {
   constructor(
@@ -49,6 +52,8 @@ export interface ExperimentSpec {
   seeds: number[];
   baseline?: string;
   cells: Cell[];
+  /** Claims the report tests (claims.ts); [] when the spec has none. */
+  claims: Claim[];
 }
 
 export interface Cell {
@@ -66,7 +71,19 @@ export interface PlannedRun {
   runId: string;
 }
 
-const TOP_KEYS = ['name', 'title', 'base', 'config', 'steps', 'world', 'policy', 'seeds', 'baseline', 'grid'];
+const TOP_KEYS = [
+  'name',
+  'title',
+  'base',
+  'config',
+  'steps',
+  'world',
+  'policy',
+  'seeds',
+  'baseline',
+  'grid',
+  'claims',
+];
 /** Settings whose value is itself a list: a list there is the value, not an expansion. */
 const LIST_SETTINGS = new Set(['evalSplits', 'tools']);
 const NAME = /^[A-Za-z0-9_-]{1,32}$/;
@@ -152,6 +169,9 @@ export async function parseSpec(text: string, file: string): Promise<ExperimentS
     seeds: seeds as number[],
     baseline: baseline ?? cells.find((c) => c.algo === 'grpo')?.label,
     cells,
+    claims: parseClaims(raw.claims, new Set(labels.keys()), (key, msg) => {
+      throw new SpecError(file, key, msg);
+    }),
   };
 }
 

@@ -1,6 +1,7 @@
 /**
  * A line chart as a standalone SVG string: one line per series (its mean over seeds), a
- * translucent band for its min..max over seeds, gaps where a value is null, a legend. Hand-written
+ * translucent band for its min..max over seeds, each seed's value as a small dot (offset a little
+ * per series so that equal values stay visible), gaps where a value is null, a legend. Hand-written
  * so the report needs no plotting dependency.
  */
 import type { StepPlot } from './report.js';
@@ -46,7 +47,7 @@ function segments(xs: number[], ys: Array<number | null>): Array<Array<[number, 
 
 export function lineChartSvg(plot: StepPlot): string {
   const values = plot.series
-    .flatMap((s) => [...s.lo, ...s.hi, ...s.mean])
+    .flatMap((s) => [...s.lo, ...s.hi, ...s.mean, ...(s.seeds?.flat() ?? [])])
     .filter((v): v is number => v !== null);
   const ticksY = niceTicks(Math.min(0, ...values), values.length ? Math.max(...values) : 1);
   const [y0, y1] = [ticksY[0], ticksY[ticksY.length - 1]];
@@ -96,6 +97,13 @@ export function lineChartSvg(plot: StepPlot): string {
           `<polyline points="${seg.map(pt).join(' ')}" fill="none" stroke="${color}" stroke-width="2"/>`,
         );
     }
+    const dx = (i - (plot.series.length - 1) / 2) * 3;
+    plot.steps.forEach((step, k) => {
+      for (const v of s.seeds?.[k] ?? [])
+        parts.push(
+          `<circle class="seed" cx="${(px(step) + dx).toFixed(1)}" cy="${py(v).toFixed(1)}" r="1.8" fill="${color}" fill-opacity="0.5"/>`,
+        );
+    });
     const lx = M.left + (i % 3) * 200;
     const ly = H - 22 + Math.floor(i / 3) * 14 - (plot.series.length > 3 ? 10 : 0);
     parts.push(
