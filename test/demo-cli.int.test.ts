@@ -51,7 +51,10 @@ t.test('akbe demo --steps --run --home --nats --inspect', async (t) => {
     o,
     new RegExp(`^demo: AKBE 1 steps \\(B ${B}, G_wt ${gWithTool}, G_nt ${gNoTool}\\) in \\d+s`, 'm'),
   );
-  t.match(o, /^replay it with: akbe events export --run d1 --format jsonl --out d1\.jsonl$/m);
+  t.match(
+    o,
+    /^audit it with: akbe nats up, then akbe replay --run d1 \(or akbe events export --run d1 --out d1\.jsonl\)$/m,
+  );
   t.same(
     o
       .split('\n')

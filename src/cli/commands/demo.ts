@@ -135,7 +135,7 @@ const demo: CommandSpec = {
     });
     ctx.out.write(
       `demo: AKBE ${r.steps} steps (B ${DEMO_CONFIG.batchQuestions}, G_wt ${DEMO_CONFIG.gWithTool}, G_nt ${DEMO_CONFIG.gNoTool}) in ${r.seconds.toFixed(0)}s; total ${secs()}\n` +
-        `replay it with: akbe events export --run ${runId} --format jsonl --out ${runId}.jsonl\n`,
+        `audit it with: akbe nats up, then akbe replay --run ${runId} (or akbe events export --run ${runId} --out ${runId}.jsonl)\n`,
     );
     return 0;
   },
