@@ -91,3 +91,16 @@ t.test('manifest digest: sorted names, each with its sha256 (known answer)', asy
   t.equal(manifestDigest({ 'b.bin': files['b.bin'], 'a.json': files['a.json'] }), manifestDigest(files));
   t.not(manifestDigest({ ...files, 'b.bin': files['a.json'] }), manifestDigest(files));
 });
+
+t.test(
+  'v1 learner.step and policy.published upcast with the digests null (not supported by this log)',
+  async (t) => {
+    const { UPCASTERS } = await import('../src/events/upcast.js');
+    const meta = { runId: 'r', step: 0, policyVersion: 1, at: 1, dedupeId: 'x' };
+    const ls = UPCASTERS.upcast({ type: 'learner.step', v: 1, data: { extra: {} }, meta });
+    t.equal(ls.v, 2);
+    t.same(ls.data, { extra: {}, requestSha256: null });
+    const pp = UPCASTERS.upcast({ type: 'policy.published', v: 1, data: { version: 1 }, meta });
+    t.same(pp.data, { version: 1, requestSha256: null, manifest: null, manifestSha256: null });
+  },
+);

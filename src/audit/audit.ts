@@ -15,7 +15,7 @@
  * completeness.ts, staleness.ts, offline-targets.ts, dpo-pairs.ts; collector.ts gathers what they
  * find.
  */
-import type { AkbeEvent, BoundaryCategory } from '../events/catalog.js';
+import type { AkbeEvent, BoundaryCategory, EventOf } from '../events/catalog.js';
 import { getAlgorithm } from '../rl/algorithms/index.js';
 import type { OfflineTarget } from '../rl/offline.js';
 import { type AuditCounts, Collector, type Mismatch } from './collector.js';
@@ -86,6 +86,7 @@ export function auditRunLog(log: RunLog): AuditReport {
       log.published,
       targets,
     );
+    checkRequestDigest(c, s.learner, log.published);
   }
   c.mismatches.sort((a, b) => a.seq - b.seq);
   return {
@@ -102,4 +103,30 @@ export function auditRunLog(log: RunLog): AuditReport {
 /** True when the audit found nothing wrong: no mismatch, no missing event, and run.finished present. */
 export function auditPassed(r: AuditReport): boolean {
   return r.mismatches.length === 0 && r.errors.length === 0 && r.incomplete === null;
+}
+
+/**
+ * The trainer trained on what the learner sent: learner.step's request digest (as sent) equals
+ * the one policy.published records (as the trainer received it). v1 logs recorded neither.
+ */
+function checkRequestDigest(
+  c: Collector,
+  learner: EventOf<'learner.step'> | undefined,
+  published: ReadonlyMap<number, EventOf<'policy.published'>>,
+): void {
+  if (!learner) return;
+  const sent = learner.data.requestSha256 ?? null;
+  const trained = published.get(learner.data.policyVersionAfter)?.data.requestSha256 ?? null;
+  if (sent === null || trained === null) {
+    c.notes.add(
+      'train request digests: not supported by this log (recorded from learner.step v2 / policy.published v2)',
+    );
+    return;
+  }
+  c.check(
+    { seq: learner.meta.seq ?? 0, eventType: 'learner.step', step: learner.meta.step },
+    'requestSha256',
+    sent,
+    trained,
+  );
 }

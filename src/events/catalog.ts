@@ -102,8 +102,8 @@ export const CURRENT_VERSION: Readonly<Record<EventType, number>> = {
   'rollout.completed': 3,
   'group.completed': 1,
   'boundary.labeled': 1,
-  'learner.step': 1,
-  'policy.published': 1,
+  'learner.step': 2,
+  'policy.published': 2,
   'eval.completed': 1,
   'run.finished': 1,
 };

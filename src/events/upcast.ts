@@ -112,3 +112,15 @@ UPCASTERS.register('tool.called', 1, (data) => {
  * rates). The version moved so that an older reader refuses v2 by its version, not by a key.
  */
 UPCASTERS.register('question.assigned', 1, (data) => data);
+
+/**
+ * learner.step v1 -> v2 and policy.published v1 -> v2: v2 records the train request's digest (and
+ * policy.published the checkpoint's manifest). A v1 event recorded none: they are null, and the
+ * audit says the request-digest and manifest checks are not supported by this log.
+ */
+const noDigests = (keys: string[]) => (data: unknown) =>
+  data === null || typeof data !== 'object'
+    ? data
+    : { ...Object.fromEntries(keys.map((k) => [k, null])), ...(data as object) };
+UPCASTERS.register('learner.step', 1, noDigests(['requestSha256']));
+UPCASTERS.register('policy.published', 1, noDigests(['requestSha256', 'manifest', 'manifestSha256']));

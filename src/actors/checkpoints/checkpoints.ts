@@ -108,6 +108,8 @@ export interface PublishedCheckpoint {
   /** sha256 of model.safetensors, lowercase hex. */
   sha256: string;
   bytes: number;
+  /** The digest of the train request that made this version, as the trainer computed it on receipt. */
+  requestSha256?: string;
 }
 
 export class CheckpointStore {

@@ -28,6 +28,8 @@ export interface FactContext {
   published?: (version: number) => Omit<PolicyPublishedData, 'version'> | undefined;
   /** The batch the trainer was given at a step (the learner's fact only summarises it). */
   trainBatch?: (step: number) => TrainBatch | undefined;
+  /** The canonical digest of the train request the learner sent for a step (train-digest.ts). */
+  requestSha256?: (step: number) => string | undefined;
   /** Further learner.step.extra keys the learner cannot know (the world's oracle rates). */
   extra?: (step: number) => Record<string, number>;
   /** offline-akbe: a question's offline record, put on each of its question.assigned. */
@@ -333,6 +335,7 @@ function learnerStepEvent(fact: Extract<AkbeFact, { type: 'learner.step' }>, ctx
       metrics,
       extra,
       ...(trained ? { batch: trainedBatchOf(trained, fact.miniBatchSeed) } : {}),
+      requestSha256: ctx.requestSha256?.(fact.step) ?? null,
       ...(fact.trainVersion === undefined
         ? {}
         : { rolloutVersion: fact.policyVersion, dropped: fact.dropped ?? [] }),

@@ -8,6 +8,7 @@
  *   learner  -> train actor:   svc.train request (trainer-service.ts), checkpoint v(k+1) published
  */
 import { createActor, fromPromise, toPromise } from 'xstate';
+import { trainRequestDigest } from '../../events/train-digest.js';
 import type { AkbeFact } from '../../machines/facts.js';
 import { learnerMachine, type TrainRequest, type TrainResult } from '../../machines/learner.js';
 import { questionMachine } from '../../machines/question.js';
@@ -59,6 +60,8 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
   });
   // The batch each step trained on, for learner.step.batch (dropped once the event is formed).
   const trainBatches = new Map<number, TrainRequest['batch']>();
+  // The digest of each step's request as sent (learner.step.requestSha256).
+  const requestDigests = new Map<number, string>();
   const train = fromPromise<TrainResult, TrainRequest>(async ({ input, signal }) => {
     trainBatches.set(input.step, input.batch);
     timer.trainStarted(input.step);
@@ -72,10 +75,14 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
       rowsPerUpdate: cfg.miniBatchQuestions * (cfg.gWithTool + 1),
       padId: d.padId,
     };
+    requestDigests.set(input.step, trainRequestDigest(runId, request));
     const r = await abortable(requestTrain(nc, runId, request, { signal }), signal);
     // DPO: the reference's sequence logprobs the trainer computed, for learner.step's record.
     if (r.refLogp) input.batch.refLogp = Float32Array.from(r.refLogp);
-    d.published.set(r.version, r.published);
+    d.published.set(r.version, {
+      ...r.published,
+      ...(r.requestSha256 ? { requestSha256: r.requestSha256 } : {}),
+    });
     timer.trainDone(input.step, r.metrics.trainSeconds ?? 0, r.metrics.tokensPerSecond ?? 0);
     return { version: r.version, metrics: r.metrics, checkpoint: r.published.checkpoint };
   });
@@ -94,6 +101,7 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
     timing: (step: number) => timer.timing(step),
     published: (v: number) => d.published.get(v),
     trainBatch: (step: number) => trainBatches.get(step),
+    requestSha256: (step: number) => requestDigests.get(step),
     extra: (step: number) => oracle.extra(step),
     offline: (questionId: string) => input.learner.offlineTargets?.[questionId],
   };
@@ -115,6 +123,7 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
     if (fact.type === 'learner.step') {
       o.onStep?.(stepReport(fact, timer.timing(fact.step)));
       trainBatches.delete(fact.step);
+      requestDigests.delete(fact.step);
       timer.forget(fact.step);
       oracle.forget(fact.step);
     }

@@ -14,3 +14,5 @@ import { int, string } from '../schema.js';
 
 export const text = () => string({ nonEmpty: true });
 export const count = () => int({ min: 0 });
+/** A sha256 digest, lowercase hex. */
+export const sha256Hex = () => string({ pattern: /^[0-9a-f]{64}$/, hint: '64 lowercase hex digits' });

@@ -15,7 +15,7 @@ import {
   type Schema,
   uint32,
 } from '../schema.js';
-import { count, text } from './fields.js';
+import { count, sha256Hex, text } from './fields.js';
 import { type CategoryCounts, ROLLOUT_PATHS, type RolloutPath } from './vocabulary.js';
 
 export interface LearnerMetrics {
@@ -71,6 +71,11 @@ export interface LearnerStepData {
   extra: Record<string, number>;
   /** The batch the trainer was given (src/rl assembleBatch), row by row, for audit. */
   batch?: TrainedBatch;
+  /**
+   * v2: the canonical sha256 of the train request the learner sent (src/events/train-digest.ts);
+   * null in v1 logs (the audit says it cannot check the trainer's input there).
+   */
+  requestSha256?: string | null;
 }
 export interface TrainedRow {
   rolloutId: string;
@@ -162,6 +167,7 @@ export const learnerStep: Schema<LearnerStepData> = object<LearnerStepData>(
     }),
     extra: record(number()),
     batch: optional(trainedBatch),
+    requestSha256: optional(nullable(sha256Hex())),
     rolloutVersion: optional(count()),
     dropped: optional(
       array(

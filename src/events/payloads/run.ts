@@ -16,7 +16,7 @@ import {
   string,
   uint32,
 } from '../schema.js';
-import { count, text } from './fields.js';
+import { count, sha256Hex, text } from './fields.js';
 
 export const RUN_STATUSES = ['completed', 'failed', 'aborted'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
@@ -70,13 +70,25 @@ export interface PolicyPublishedData {
   /** sha256 of the checkpoint bytes, lowercase hex. */
   sha256: string;
   bytes: number;
+  /**
+   * v2: the canonical sha256 of the train request the trainer trained on, computed by the trainer
+   * from the request it received (src/events/train-digest.ts); null for v0 and in v1 logs.
+   */
+  requestSha256?: string | null;
+  /** v2: sha256 of every file of the checkpoint (config, weights, optimizer state); null in v1 logs. */
+  manifest?: Record<string, string> | null;
+  /** v2: manifestDigest(manifest); null in v1 logs. */
+  manifestSha256?: string | null;
 }
 export const policyPublished: Schema<PolicyPublishedData> = object<PolicyPublishedData>({
   version: count(),
   bucket: text(),
   checkpoint: text(),
-  sha256: string({ pattern: /^[0-9a-f]{64}$/, hint: '64 lowercase hex digits' }),
+  sha256: sha256Hex(),
   bytes: count(),
+  requestSha256: optional(nullable(sha256Hex())),
+  manifest: optional(nullable(record(sha256Hex()))),
+  manifestSha256: optional(nullable(sha256Hex())),
 });
 
 /** When a run's policy was evaluated: before its first step (or resumed step), or after its last. */

@@ -24,4 +24,6 @@ export interface TrainReply {
   refLogp?: number[];
   metrics: Record<string, number>;
   published: PublishedCheckpoint;
+  /** trainRequestDigest of the request as this trainer received it (before it fills any array). */
+  requestSha256?: string;
 }

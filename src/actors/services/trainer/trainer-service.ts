@@ -19,6 +19,7 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { EdgeGate } from '../../../events/edge-gate.js';
 import { serviceSubject } from '../../../events/subjects.js';
+import { trainRequestDigest } from '../../../events/train-digest.js';
 import { PolicyHost } from '../../../gpu/policy-host.js';
 import type { DeviceChoice } from '../../../gpu/session.js';
 import type { TrainMetrics } from '../../../gpu/trainer.js';
@@ -93,6 +94,7 @@ export class TrainerService implements AsyncDisposable {
 
   private async train(req: TrainCall): Promise<TrainReply> {
     const b = req.batch;
+    const requestSha256 = trainRequestDigest(this.runId, req);
     const version = req.policyVersion + 1;
     // A retried request whose step already trained: answer with the published version.
     if (this.policy.version === version && (await this.checkpoints.currentVersion()) === version)
@@ -159,7 +161,13 @@ export class TrainerService implements AsyncDisposable {
     const metrics: Record<string, number> = { updates, trainSeconds };
     for (const k of MEAN_KEYS) if (k !== 'dpoLoss' || k in sums) metrics[k] = updates ? sums[k] / updates : 0;
     metrics.tokensPerSecond = trainSeconds > 0 ? (b.rows * b.T * req.epochs) / trainSeconds : 0;
-    return { version, metrics, published, ...(b.refLogp ? { refLogp: Array.from(b.refLogp) } : {}) };
+    return {
+      version,
+      metrics,
+      published,
+      requestSha256,
+      ...(b.refLogp ? { refLogp: Array.from(b.refLogp) } : {}),
+    };
   }
 
   /** The frozen reference of DPO: version 0 (never pruned), on the policy's device. */
