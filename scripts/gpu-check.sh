@@ -9,6 +9,7 @@
 # Prepare HERE with scripts/gpu-fetch-loader.sh (fills .gl/), then on the device tool: carry [".gl"].
 # Every stage runs under its own timeout (the whole check stays inside 8 minutes); a stage that
 # runs out is reported as such, never a hang. Stage logs: $GPU_CHECK_LOGS (default /tmp/gpu-check).
+# GPU_CHECK_STAGES='parity:60 train:60' runs only those stages (name:seconds), e.g. to rerun one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,8 +54,9 @@ elif [ -f .gl/akbe-runtime.tar.xz ]; then
     .gl/akbe-runtime.tar.xz "$rt" 2>"$logs/unpack.log" ||
     timeout 120 tar -xJf .gl/akbe-runtime.tar.xz -C "$rt" 2>>"$logs/unpack.log" ||
     fail "could not unpack .gl/akbe-runtime.tar.xz (see $logs/unpack.log)"
-  [ "$(cat "$rt/app/COMMIT" 2>/dev/null)" = "$(git rev-parse HEAD 2>/dev/null)" ] ||
-    echo "gpu-check: note: the bundle was built at commit $(cat "$rt/app/COMMIT" 2>/dev/null), not HEAD" >&2
+  here=$(find src scripts/gpu-check.ts -name '*.ts' 2>/dev/null | LC_ALL=C sort | xargs cat 2>/dev/null | sha256sum | cut -c1-16)
+  [ "$(cat "$rt/app/SOURCES" 2>/dev/null)" = "$here" ] ||
+    echo 'gpu-check: note: the bundle was built from other sources than this tree (re-run scripts/gpu-fetch-loader.sh)' >&2
   run=("$rt/bin/node" "$rt/app/gpu-check.mjs")
 else
   fail 'no node_modules and no .gl/akbe-runtime.tar.xz: run scripts/gpu-fetch-loader.sh here, then carry .gl'
@@ -80,21 +82,18 @@ if [ "$rc" = 2 ]; then echo "$line" && exit 2; fi
 device=${line#probe: }
 summary=("device=$device")
 ok=1
-for s in parity:60 half:60 train:60 decode:120 train-speed:120; do
+for s in ${GPU_CHECK_STAGES:-parity:60 half:60 train:60 decode:120 train-speed:120}; do
   name=${s%%:*}
-  peak=''
-  if [ "$name" = train ]; then
-    base=$(mem_used)
-    (while sleep 0.2; do mem_used; done >"$logs/train.mem") &
-    sampler=$!
-  fi
+  # GPU memory sampled every 0.2 s while the stage runs: its peak over the idle level.
+  base=$(mem_used)
+  (while sleep 0.2; do mem_used; done >"$logs/$name.mem") &
+  sampler=$!
   stage "$name" "${s#*:}" --device "$device" "$@" || ok=0
-  if [ "$name" = train ]; then
-    kill "$sampler" 2>/dev/null
-    wait "$sampler" 2>/dev/null
-    top=$(sort -n "$logs/train.mem" | tail -n 1)
-    [ -n "$base" ] && [ -n "$top" ] && peak=", peak GPU memory +$((top - base)) MiB"
-  fi
+  kill "$sampler" 2>/dev/null
+  wait "$sampler" 2>/dev/null
+  top=$(sort -n "$logs/$name.mem" | tail -n 1)
+  peak=''
+  if [ -n "$base" ] && [ -n "$top" ]; then peak=", peak GPU memory +$((top - base)) MiB"; fi
   summary+=("$line$peak")
 done
 joined=$(printf '%s; ' "${summary[@]}")

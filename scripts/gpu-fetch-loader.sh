@@ -31,6 +31,7 @@ cp -r "$ort/bin/napi-v6/linux/x64" "$stage/app/node_modules/onnxruntime-node/bin
 mkdir -p "$stage/app/node_modules/onnxruntime-common"
 cp -r node_modules/onnxruntime-common/package.json node_modules/onnxruntime-common/dist \
   "$stage/app/node_modules/onnxruntime-common/"
-git rev-parse HEAD >"$stage/app/COMMIT"
+# What the bundle was built from: gpu-check.sh compares it with the tree it runs in (no .git there).
+find src scripts/gpu-check.ts -name '*.ts' | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16 >"$stage/app/SOURCES"
 tar -C "$stage" -cf - bin app | xz -6 -T0 >.gl/akbe-runtime.tar.xz
 du -ch .gl/* | tail -n 1 | sed 's/^/gpu-fetch-loader: .gl holds /'
