@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 export interface CliProcess {
   child: ChildProcess;
@@ -12,9 +13,16 @@ export interface CliProcess {
 }
 
 export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProcess {
-  const loader = process.execArgv.filter(
-    (a) => a.includes('@tapjs/typescript') || a.includes('tsx') || a.includes('ts-node'),
-  );
+  // A relative --import (tap's node-arg) is made absolute so a child with another cwd finds it.
+  const loader = process.execArgv
+    .filter(
+      (a) =>
+        a.includes('ts-register') ||
+        a.includes('@tapjs/typescript') ||
+        a.includes('tsx') ||
+        a.includes('ts-node'),
+    )
+    .map((a) => (a.startsWith('--import=./') ? `--import=${pathToFileURL(resolve(a.slice(9)))}` : a));
   const child = spawn(process.execPath, [...loader, resolve('src/cli/main.ts'), ...args], {
     env: { ...process.env, ...env, NODE_OPTIONS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
