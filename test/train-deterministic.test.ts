@@ -15,6 +15,7 @@ import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import t from 'tap';
 import { PolicyHost } from '../src/gpu/policy-host.js';
+import { tsLoaderArgs } from './helpers/cli-process.js';
 import {
   DIGEST_CFG,
   DIGEST_HYPER,
@@ -29,12 +30,9 @@ const THREADS = 2;
 
 /** The digest printed by a fresh node process running the helper with the test's TS loader. */
 function childDigest(threads: number): Promise<string> {
-  const loader = process.execArgv.filter(
-    (a) => a.includes('@tapjs/typescript') || a.includes('tsx') || a.includes('ts-node'),
-  );
   const child = spawn(
     process.execPath,
-    [...loader, resolve('test/helpers/train-digest.ts'), String(threads)],
+    [...tsLoaderArgs(), resolve('test/helpers/train-digest.ts'), String(threads)],
     { env: { ...process.env, NODE_OPTIONS: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let out = '';

@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 export interface CliProcess {
   child: ChildProcess;
@@ -15,12 +16,19 @@ export function startCli(args: string[], env: NodeJS.ProcessEnv = {}): CliProces
   return startScript('src/cli/main.ts', args, env);
 }
 
+/**
+ * The node flags that let this process run TypeScript (test/helpers/ts-register.mjs), for a
+ * child. A relative --import (tap's node-arg) is made absolute so a child with another cwd finds it.
+ */
+export function tsLoaderArgs(): string[] {
+  return process.execArgv
+    .filter((a) => a.includes('ts-register') || a.includes('tsx') || a.includes('ts-node'))
+    .map((a) => (a.startsWith('--import=./') ? `--import=${pathToFileURL(resolve(a.slice(9)))}` : a));
+}
+
 /** Starts a TypeScript script (a path from the repository root) as a child process. */
 export function startScript(script: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): CliProcess {
-  const loader = process.execArgv.filter(
-    (a) => a.includes('@tapjs/typescript') || a.includes('tsx') || a.includes('ts-node'),
-  );
-  const child = spawn(process.execPath, [...loader, resolve(script), ...args], {
+  const child = spawn(process.execPath, [...tsLoaderArgs(), resolve(script), ...args], {
     env: { ...process.env, ...env, NODE_OPTIONS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
