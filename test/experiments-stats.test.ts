@@ -80,7 +80,7 @@ t.test('Holm: a known-answer table', async (t) => {
   //   0.02, 0.03, 0.06, 0.04 -> running max: 0.02, 0.03, 0.06, 0.06. In input order:
   const got = holm([0.01, 0.04, 0.03, 0.005]);
   const want = [0.03, 0.06, 0.06, 0.02];
-  got.forEach((g, i) => near(t, g ?? undefined, want[i], 1e-15, `p'[${i}]`));
+  for (const [i, g] of got.entries()) near(t, g ?? undefined, want[i], 1e-15, `p'[${i}]`);
   // capped at 1: 2 * 0.5 = 1, then max(1, 0.6) = 1
   t.same(holm([0.5, 0.6]), [1, 1]);
   // a missing test is no member of the family: m = 2

@@ -4,7 +4,7 @@
  */
 import type { ClaimResult } from './claims.js';
 import type { TestResult } from './hypothesis.js';
-import { METRICS } from './report.js';
+import { METRICS } from './metrics.js';
 
 const f3 = (x: number) => x.toFixed(3);
 const signed = (x: number) => (x >= 0 ? `+${f3(x)}` : f3(x));

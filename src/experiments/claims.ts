@@ -17,7 +17,7 @@
  * the test's MDE at 80% power, the smallest difference these seeds could have shown.
  */
 import { holm, pairedTest, type TestResult, welchTest } from './hypothesis.js';
-import { type ExperimentReport, METRICS, type MetricKey } from './report.js';
+import { METRICS, type MetricKey } from './metrics.js';
 
 export interface Claim {
   claim: string;
@@ -89,8 +89,16 @@ export function parseClaims(
   });
 }
 
+/** What the claims read of a report (ExperimentReport has it): each split's cells' per-seed values. */
+export interface ClaimFigures {
+  splits: ReadonlyArray<{
+    split: string;
+    cells: ReadonlyArray<{ label: string; bySeed: Record<MetricKey, Map<number, number | null>> }>;
+  }>;
+}
+
 /** Each claim's tests, Holm-adjusted p over the family, and verdict. */
-export function evaluateClaims(claims: readonly Claim[], report: ExperimentReport): ClaimResult[] {
+export function evaluateClaims(claims: readonly Claim[], report: ClaimFigures): ClaimResult[] {
   const tested = claims.map((claim) => {
     const split = report.splits.find((s) => s.split === claim.split);
     const [a, b] = claim.cells.map((l) => split?.cells.find((c) => c.label === l)?.bySeed[claim.metric]);

@@ -5,7 +5,8 @@
  * behind each table cell (`data`) and each series' band (`lo`, `hi`), which the page ignores.
  */
 import { claimsTable } from './claims-render.js';
-import { type CellSplit, type ExperimentReport, METRICS, type SplitReport, TRAIN_WINDOW } from './report.js';
+import { METRICS } from './metrics.js';
+import { type CellSplit, type ExperimentReport, type SplitReport, TRAIN_WINDOW } from './report.js';
 import type { Summary } from './stats.js';
 import { lineChartSvg } from './svg.js';
 import { summarySvg } from './svg-summary.js';

@@ -17,20 +17,12 @@
 import type { RunFigures, StepFigures } from '../events/projections/run-figures.js';
 import { type BootstrapInterval, bootstrapMean } from './bootstrap.js';
 import { type ClaimResult, evaluateClaims } from './claims.js';
+import { METRICS, type MetricKey } from './metrics.js';
 import type { Cell, ExperimentSpec, PlannedRun } from './spec.js';
 import { pairedDifference, type Summary, summarize } from './stats.js';
 
 export const TRAIN_WINDOW = 5;
 
-/** `rate`: bounded in [0, 1] (TP = correct / tool calls is not: it can pass 1). */
-export const METRICS = [
-  { key: 'em', title: 'EM', rate: true },
-  { key: 'tc', title: 'TC', rate: false },
-  { key: 'tp', title: 'TP', rate: false },
-  { key: 'knownSearchRate', title: 'known-search rate', rate: true },
-  { key: 'unknownNoSearchRate', title: 'unknown-no-search rate', rate: true },
-] as const;
-export type MetricKey = (typeof METRICS)[number]['key'];
 type Figures = Record<MetricKey, number | null>;
 
 export const STEP_PLOTS = [

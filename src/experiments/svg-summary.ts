@@ -4,7 +4,8 @@
  * and, beside them, every seed's own value as a dot, so a reader sees n and the spread (a bimodal
  * 0 / 1 rate is two clusters, not a wide normal).
  */
-import type { CellSplit, MetricKey } from './report.js';
+import type { MetricKey } from './metrics.js';
+import type { CellSplit } from './report.js';
 import { niceTicks } from './svg.js';
 
 const W = 640;
