@@ -11,18 +11,18 @@ import { WebSocket } from 'ws';
 import { startInspectorRelay } from '../src/actors/inspect/inspect-relay.js';
 import { type ActorsDelta, ActorsFeed } from '../src/dashboard/actors-feed.js';
 import { readExperiments } from '../src/dashboard/experiments.js';
-import { checkRequest } from '../src/dashboard/http-guard.js';
 import { machineDefinitions } from '../src/dashboard/machine-definitions.js';
 import { withPoint } from '../src/dashboard/points.js';
 import { transcriptBlocks } from '../src/dashboard/question-view.js';
 import { RunIndex } from '../src/dashboard/run-index.js';
 import { createEvent } from '../src/events/catalog.js';
+import { checkRequest } from '../src/util/http-guard.js';
 import { activePaths, flatten } from '../web/dashboard/statechart-graph.js';
 
 t.test('requests must name this server and come from its own pages, GET only', async (t) => {
-  const server = { host: '127.0.0.1', port: 8090 };
+  const rules = { host: '127.0.0.1', methods: ['GET', 'HEAD'] };
   const req = (headers: { host?: string; origin?: string }, method = 'GET') =>
-    checkRequest({ method, headers }, server);
+    checkRequest({ method, headers }, 8090, rules);
   t.same(req({ host: '127.0.0.1:8090' }), { ok: true });
   t.same(req({ host: 'localhost:8090', origin: 'http://localhost:8090' }), { ok: true });
   t.same(req({ host: '[::1]:8090' }), { ok: true }, 'an IPv6 literal');
@@ -42,7 +42,7 @@ t.test('requests must name this server and come from its own pages, GET only', a
   );
   t.match(req({ host: '127.0.0.1:8090' }, 'POST'), { ok: false, status: 405 });
   t.same(
-    checkRequest({ method: 'HEAD', headers: { host: 'trainer:7000' } }, { host: 'trainer', port: 7000 }),
+    checkRequest({ method: 'HEAD', headers: { host: 'trainer:7000' } }, 7000, { host: 'trainer' }),
     {
       ok: true,
     },

@@ -14,18 +14,19 @@
  *   GET /api/experiments                `akbe experiment report` outputs
  *   GET /api/events                     SSE: run (summary + new point), nats, actors, resync
  *
- * Every request passes `checkRequest` (Host, Origin, GET only). SSE rather than a WebSocket: the
+ * Every request passes the shared guard (src/util/http-guard.ts: Host, Origin, GET/HEAD only, no
+ * body, timeouts; a throw is answered, never a crash). SSE rather than a WebSocket: the
  * pushes go one way, and the browser's EventSource reconnects by itself after a dashboard restart.
  */
 import { readFile } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { auditRunLog } from '../audit/audit.js';
 import type { AkbeEvent } from '../events/catalog.js';
+import { createGuardedServer, type HttpLimits } from '../util/http-guard.js';
 import type { ActorsFeed } from './actors-feed.js';
 import { readExperiments } from './experiments.js';
-import { checkRequest } from './http-guard.js';
 import { machineDefinitions } from './machine-definitions.js';
 import { questionView } from './question-view.js';
 import { RunIndex } from './run-index.js';
@@ -53,6 +54,9 @@ export interface DashboardOptions {
   port?: number;
   /** Default 127.0.0.1. */
   host?: string;
+  /** Host header values accepted besides localhost, IP literals and the bound host (--allow-host). */
+  allowHosts?: string[];
+  limits?: Partial<HttpLimits>;
 }
 
 export interface Dashboard extends AsyncDisposable {
@@ -161,15 +165,15 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
   }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const verdict = checkRequest(req, { host, port: server.port });
-    if (!verdict.ok) {
-      res.writeHead(verdict.status, { ...SECURITY_HEADERS, 'Content-Type': 'text/plain; charset=utf-8' });
-      res.end(`${verdict.reason}\n`);
-      return;
-    }
     const url = new URL(req.url ?? '/', 'http://dashboard');
-    const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
     try {
+      // Inside the try: a bad percent-encoding (`/%E0%A4%A`) is a 400, not a crash.
+      let parts: string[];
+      try {
+        parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+      } catch {
+        return sendJson(res, 400, { error: `bad percent-encoding in ${url.pathname}` });
+      }
       if (parts.length === 0) {
         const html = await readFile(join(opts.assetsDir, 'index.html'));
         res.writeHead(200, { ...SECURITY_HEADERS, 'Content-Type': 'text/html; charset=utf-8' });
@@ -192,7 +196,11 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
   }
 
   const server = { port: 0 };
-  const http: Server = createServer((req, res) => void handle(req, res));
+  const http: Server = createGuardedServer(
+    { host, allowHosts: opts.allowHosts, methods: ['GET', 'HEAD'], maxBodyBytes: 0 },
+    handle,
+    opts.limits,
+  );
   const heartbeat = setInterval(() => {
     for (const res of streams) res.write(': keep-alive\n\n');
   }, 15_000).unref();

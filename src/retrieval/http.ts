@@ -12,13 +12,16 @@
  *   `"return_scores": 1` are fine; a missing, null or 0 topk means the default (3).
  * - Errors in FastAPI's shapes: 422 `{"detail": [{type, loc, msg, input}]}` for a bad body,
  *   404 / 405 `{"detail": "Not Found" | "Method Not Allowed"}`, 413 for a body over the limit.
+ * - Every request passes the shared guard first (src/util/http-guard.ts): a Host that does not
+ *   name this server (DNS rebinding) or another site's Origin gets 403.
  * - With `return_scores` false each query's entry is its plain list of documents.
  * - Big batches are searched in chunks of `chunkQueries` and the reply is written chunk by chunk,
  *   so memory holds one chunk's results, not the whole reply.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PayloadTooLargeError, readBody } from '../util/http-body.js';
+import { createGuardedServer, type HttpLimits } from '../util/http-guard.js';
 import {
   DEFAULT_RETRIEVE_LIMITS,
   type FastApiError,
@@ -37,6 +40,9 @@ export interface RetrievalHttpOptions {
   maxBodyBytes?: number;
   /** Queries per backend search; the reply is streamed one chunk at a time (default 512). */
   chunkQueries?: number;
+  /** Host header values accepted besides localhost, IP literals and the bound host (--allow-host). */
+  allowHosts?: string[];
+  httpLimits?: Partial<HttpLimits>;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 64 << 20;
@@ -55,13 +61,17 @@ export async function startRetrievalHttpServer(
 ): Promise<RetrievalHttpServer> {
   const maxBody = opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const chunk = opts.chunkQueries ?? DEFAULT_CHUNK_QUERIES;
-  const server = createServer((req, res) => {
-    handle(req, res).catch((e) => {
-      if (res.headersSent)
-        res.destroy(e as Error); // a cut reply, never a silently short one
-      else send(res, 500, { detail: `internal error: ${(e as Error).message}` });
-    });
-  });
+  // The shared guard (src/util/http-guard.ts): Host/Origin, timeouts, header limit, no crash.
+  const server = createGuardedServer(
+    { host: opts.host ?? '127.0.0.1', allowHosts: opts.allowHosts },
+    (req, res) =>
+      handle(req, res).catch((e) => {
+        if (res.headersSent)
+          res.destroy(e as Error); // a cut reply, never a silently short one
+        else send(res, 500, { detail: `internal error: ${(e as Error).message}` });
+      }),
+    opts.httpLimits,
+  );
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '/').split('?')[0];

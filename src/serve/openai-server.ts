@@ -7,17 +7,20 @@
  *   POST /update_weights_from_disk {"model_path": DIR}: load a published checkpoint (SGLang's
  *                                  endpoint name; only when started with allowWeightUpdates)
  *
- * It binds 127.0.0.1 unless told otherwise, and with an API key requires `Authorization: Bearer`.
+ * It binds 127.0.0.1 unless told otherwise, passes every request through the shared guard
+ * (src/util/http-guard.ts: Host, Origin, limits), and with an API key requires
+ * `Authorization: Bearer` (compared in constant time).
  * Every request is validated; a bad one gets a 4xx with OpenAI's error body naming the field, a
  * failure inside the policy a 500; neither stops the server. Generation runs in the policy's worker
  * thread (its batcher decodes concurrent requests together), so this event loop only parses JSON.
  */
 import { randomBytes, randomInt } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { GenerateRequest, GenerateResult } from '../gpu/decoder.js';
 import type { TextCodec } from '../text/codec.js';
 import { PayloadTooLargeError, readBody } from '../util/http-body.js';
+import { createGuardedServer, type HttpLimits, secretEquals } from '../util/http-guard.js';
 import {
   type CompletionRequest,
   CompletionRequestError,
@@ -49,6 +52,9 @@ export interface OpenAIServerOptions {
   maxChoices?: number;
   /** Largest request body; default 8 MiB. */
   maxBodyBytes?: number;
+  /** Host header values accepted besides localhost, IP literals and the bound host (--allow-host). */
+  allowHosts?: string[];
+  limits?: Partial<HttpLimits>;
   log?: (line: string) => void;
 }
 
@@ -97,23 +103,29 @@ export class OpenAIServer implements AsyncDisposable {
   private weightsLoading: Promise<void> = Promise.resolve();
 
   private constructor(private readonly o: OpenAIServerOptions) {
-    this.server = createServer((req, res) => {
-      this.handle(req, res).catch((err) => {
-        this.stats.errors++;
-        const e =
-          err instanceof HttpError
-            ? err
-            : err instanceof CompletionRequestError
-              ? new HttpError(err.status, err.message, 'invalid_request_error', err.param)
-              : new HttpError(500, `the policy failed: ${(err as Error).message}`, 'server_error');
-        if (e.status >= 500) o.log?.(`openai server: ${req.method} ${req.url}: ${e.message}`);
-        if (!res.headersSent)
-          send(res, e.status, {
-            error: { message: e.message, type: e.type, param: e.param, code: e.status },
-          });
-        else res.end();
-      });
-    });
+    // The shared guard (src/util/http-guard.ts) first: Host/Origin (no DNS rebinding, no
+    // cross-site `text/plain` POST to the weight endpoint), timeouts, header limit, no crash.
+    const rules = { host: o.host ?? '127.0.0.1', allowHosts: o.allowHosts };
+    this.server = createGuardedServer(
+      rules,
+      (req, res) =>
+        this.handle(req, res).catch((err) => {
+          this.stats.errors++;
+          const e =
+            err instanceof HttpError
+              ? err
+              : err instanceof CompletionRequestError
+                ? new HttpError(err.status, err.message, 'invalid_request_error', err.param)
+                : new HttpError(500, `the policy failed: ${(err as Error).message}`, 'server_error');
+          if (e.status >= 500) o.log?.(`openai server: ${req.method} ${req.url}: ${e.message}`);
+          if (!res.headersSent)
+            send(res, e.status, {
+              error: { message: e.message, type: e.type, param: e.param, code: e.status },
+            });
+          else res.end();
+        }),
+      o.limits,
+    );
   }
 
   static async start(o: OpenAIServerOptions): Promise<OpenAIServer> {
@@ -137,7 +149,8 @@ export class OpenAIServer implements AsyncDisposable {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     this.stats.requests++;
-    if (this.o.apiKey !== undefined && req.headers.authorization !== `Bearer ${this.o.apiKey}`)
+    const given = req.headers.authorization ?? '';
+    if (this.o.apiKey !== undefined && !secretEquals(given, `Bearer ${this.o.apiKey}`))
       throw new HttpError(
         401,
         'missing or wrong API key (Authorization: Bearer <key>)',

@@ -14,7 +14,7 @@ import { OpenAIServer, type OpenAIServerOptions } from './openai-server.js';
 export interface ServeCheckpointOptions
   extends Pick<
     OpenAIServerOptions,
-    'port' | 'host' | 'apiKey' | 'allowWeightUpdates' | 'maxChoices' | 'log'
+    'port' | 'host' | 'apiKey' | 'allowWeightUpdates' | 'maxChoices' | 'log' | 'allowHosts'
   > {
   checkpoint: string;
   /** Where tokenizer.json and tokenizer_config.json are; default the checkpoint directory. */

@@ -15,10 +15,11 @@
  *
  * Security (docs/security.md): inspection events hold prompts and gold answers, and any web page
  * open in the user's browser can open a WebSocket to localhost. So:
- * - Host must name this relay (localhost, 127.0.0.1, [::1], the bound host, or `allowHosts`):
- *   a DNS-rebinding page reaches the port under its own name and is refused (403);
- * - a browser's Origin must be this relay's own page (or `allowOrigins`); clients that send no
- *   Origin (Node, curl) are not web pages and pass;
+ * - the page and every WebSocket upgrade pass the shared guard (src/util/http-guard.ts): Host must
+ *   name this relay (localhost, an IP literal, the bound host, or `allowHosts`), so a
+ *   DNS-rebinding page is refused (403); a browser's Origin must be this relay's own page (or
+ *   `allowOrigins`), clients that send no Origin (Node, curl) are not web pages and pass; GET
+ *   only, no body, slow clients cut, no request crashes the process;
  * - viewers are read-only: only a connection carrying the producer token (`producerUrl`, a fresh
  *   random token per relay) may send, and a viewer that sends is disconnected (1008);
  * - a producer message must be one JSON inspection event (`@xstate.*` type, a sessionId) of at
@@ -26,10 +27,17 @@
  * - what is kept for late viewers is capped at `keepBytes` (default 64 MiB): the oldest ordinary
  *   messages go first, then the oldest registrations.
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
+import {
+  checkRequest,
+  createGuardedServer,
+  type GuardRules,
+  type HttpLimits,
+  secretEquals,
+} from '../../util/http-guard.js';
 
 export class InspectorPortInUseError extends Error {
   constructor(
@@ -56,8 +64,9 @@ export interface InspectorRelayOptions {
   maxMessageBytes?: number;
   /** Origins allowed besides the relay's own page (e.g. `https://my-dashboard.example`). */
   allowOrigins?: string[];
-  /** Host header values allowed besides localhost / 127.0.0.1 / [::1] / the bound host, with the port. */
+  /** Host header values allowed besides localhost, IP literals and the bound host (`name` or `name:port`). */
   allowHosts?: string[];
+  limits?: Partial<HttpLimits>;
 }
 
 export interface InspectorRelay extends AsyncDisposable {
@@ -150,18 +159,6 @@ function isInspectionMessage(msg: string): boolean {
   }
 }
 
-/** The relay's access rules for one request (HTTP page or WebSocket upgrade). */
-export function relayAccess(
-  req: Pick<IncomingMessage, 'headers'>,
-  rules: { hosts: Set<string>; origins: Set<string> },
-): 'ok' | 'bad-host' | 'bad-origin' {
-  const host = (req.headers.host ?? '').toLowerCase();
-  if (!rules.hosts.has(host)) return 'bad-host';
-  const origin = req.headers.origin;
-  if (origin !== undefined && !rules.origins.has(origin.toLowerCase())) return 'bad-origin';
-  return 'ok';
-}
-
 export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Promise<InspectorRelay> {
   const host = opts.host ?? '127.0.0.1';
   const keep = opts.keepMessages ?? RELAY_DEFAULTS.keepMessages;
@@ -169,17 +166,21 @@ export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Pro
   const maxMessageBytes = opts.maxMessageBytes ?? RELAY_DEFAULTS.maxMessageBytes;
   const page = bridgePage(opts.inspectorUrl ?? STATELY_INSPECTOR_URL);
   const token = randomBytes(24).toString('hex');
-  const rules = { hosts: new Set<string>(), origins: new Set<string>() };
-  const http = createServer((req, res) => {
-    const access = relayAccess(req, rules);
-    if (access !== 'ok') {
-      res.writeHead(403, { 'Content-Type': 'text/plain' });
-      res.end(`akbe inspector relay: ${access === 'bad-host' ? 'unknown Host' : 'foreign Origin'}\n`);
-      return;
-    }
-    res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
-    res.end(page);
-  });
+  const rules: GuardRules = {
+    host,
+    allowHosts: opts.allowHosts,
+    allowOrigins: opts.allowOrigins,
+    methods: ['GET', 'HEAD'],
+    maxBodyBytes: 0,
+  };
+  const http = createGuardedServer(
+    rules,
+    (_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
+      res.end(page);
+    },
+    opts.limits,
+  );
   const wss = new WebSocketServer({
     server: http,
     // A hard bound on one frame (ws closes with 1009 above it); smaller over-cap messages are dropped.
@@ -188,16 +189,20 @@ export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Pro
       info: { req: IncomingMessage },
       done: (ok: boolean, code?: number, msg?: string) => void,
     ) => {
-      const access = relayAccess(info.req, rules);
-      if (access === 'ok') done(true);
-      else done(false, 403, access === 'bad-host' ? 'unknown Host' : 'foreign Origin');
+      // The upgrade request passes the same guard as the page (src/util/http-guard.ts).
+      const verdict = checkRequest(info.req, info.req.socket.localPort ?? 0, rules);
+      if (verdict.ok) done(true);
+      else done(false, verdict.status, verdict.reason);
     },
   });
   const isProducer = (req: IncomingMessage): boolean => {
-    const given = new URL(req.url ?? '/', 'http://relay').searchParams.get('token') ?? '';
-    const a = Buffer.from(given);
-    const b = Buffer.from(token);
-    return a.length === b.length && timingSafeEqual(a, b);
+    let given = '';
+    try {
+      given = new URL(req.url ?? '/', 'http://relay').searchParams.get('token') ?? '';
+    } catch {
+      return false; // an unparsable URL (`http://[`) is a viewer, not a crash
+    }
+    return secretEquals(given, token);
   };
   // Kept for late viewers, in arrival order: actor registrations, the last `keep` others, all
   // within `keepBytes` (oldest others dropped first, then oldest registrations).
@@ -240,17 +245,6 @@ export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Pro
   wss.on('error', () => undefined);
   const port = await listen(http, opts.port ?? 8080, host);
   const shown = host === '0.0.0.0' || host === '::' ? 'localhost' : host;
-  for (const h of [
-    'localhost',
-    '127.0.0.1',
-    '[::1]',
-    shown,
-    ...(host.includes(':') ? [`[${host}]`] : [host]),
-  ])
-    rules.hosts.add(`${h}:${port}`.toLowerCase());
-  for (const h of opts.allowHosts ?? []) rules.hosts.add(h.toLowerCase());
-  for (const h of [...rules.hosts]) rules.origins.add(`http://${h}`);
-  for (const o of opts.allowOrigins ?? []) rules.origins.add(o.toLowerCase().replace(/\/$/, ''));
   let closed: Promise<void> | null = null;
   const relay: InspectorRelay = {
     port,

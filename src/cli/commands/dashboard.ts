@@ -22,6 +22,13 @@ const dashboard: CommandSpec = {
       description: 'interface to bind (anything but loopback exposes your runs to the network)',
       default: '127.0.0.1',
     },
+    'allow-host': {
+      type: 'string',
+      value: 'NAME',
+      multiple: true,
+      description:
+        'also accept this Host header (NAME or NAME:PORT; default: localhost, IP literals, --host)',
+    },
     inspect: {
       type: 'string',
       value: 'URL',
@@ -58,6 +65,7 @@ const dashboard: CommandSpec = {
         experimentsDir: (ctx.flags.experiments as string | undefined) ?? join(home, 'experiments'),
         port,
         host,
+        allowHosts: ctx.flags['allow-host'] as string[] | undefined,
       });
       if (!LOOPBACK.has(host))
         ctx.err.write(

@@ -164,6 +164,13 @@ const serve: CommandSpec = {
       description: 'also serve POST /retrieve on this port (0 = any free port)',
     },
     host: { type: 'string', value: 'HOST', description: 'HTTP bind address', default: '127.0.0.1' },
+    'allow-host': {
+      type: 'string',
+      value: 'NAME',
+      multiple: true,
+      description:
+        'also accept this Host header (NAME or NAME:PORT; default: localhost, IP literals, --host)',
+    },
     nats: {
       type: 'string',
       value: 'URL',
@@ -236,6 +243,8 @@ const serve: CommandSpec = {
         const nats = await connectAkbeNats({
           url: optionalString(ctx, 'nats'),
           name: `akbe-search-${runId}`,
+          // The search role's key: answering svc.search is all this process may do on NATS.
+          role: 'search',
         });
         const service = SearchService.start(nats.nc, searcher, { runId });
         stops.unshift(async () => {
@@ -251,6 +260,7 @@ const serve: CommandSpec = {
         const http = await startRetrievalHttpServer(searcher, {
           port,
           host: optionalString(ctx, 'host'),
+          allowHosts: ctx.flags['allow-host'] as string[] | undefined,
           limits: {
             maxQueries: intFlag(ctx, 'max-queries', { min: 1 })!,
             maxQueryChars: intFlag(ctx, 'max-query-chars', { min: 1 })!,

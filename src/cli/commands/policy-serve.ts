@@ -4,6 +4,7 @@
  * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
  */
 import {
+  type CommandContext,
   type CommandSpec,
   choiceFlag,
   intFlag,
@@ -14,6 +15,26 @@ import {
 import { WEIGHTS_DTYPE_FLAG, weightsDtypeFlag } from '../common-flags.js';
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
+
+/**
+ * The key from `--api-key-file` (the user's own file, mode 0600 or stricter) or `AKBE_API_KEY`.
+ * `--api-key KEY` is refused: every local user can read a process's arguments (`ps`).
+ */
+async function apiKeyFlags(ctx: CommandContext): Promise<string | undefined> {
+  if (ctx.flags['api-key'] !== undefined)
+    throw new UsageError(
+      '--api-key puts the key in `ps` for every user: use --api-key-file PATH (mode 0600) or AKBE_API_KEY',
+    );
+  const file = optionalString(ctx, 'api-key-file');
+  if (file === undefined) return process.env.AKBE_API_KEY || undefined;
+  const { readSecretFile, SecretFileError } = await import('../../util/private-files.js');
+  try {
+    return await readSecretFile(file);
+  } catch (err) {
+    if (err instanceof SecretFileError) throw new UsageError(`--api-key-file: ${err.message}`);
+    throw err;
+  }
+}
 
 const serve: CommandSpec = {
   path: ['policy', 'serve'],
@@ -33,10 +54,23 @@ const serve: CommandSpec = {
       value: 'NAME',
       description: 'model id clients send (default: the directory name)',
     },
+    'api-key-file': {
+      type: 'string',
+      value: 'PATH',
+      description:
+        'require Authorization: Bearer <the key in PATH> (PATH yours, mode 0600 or stricter; default: $AKBE_API_KEY, else none)',
+    },
     'api-key': {
       type: 'string',
       value: 'KEY',
-      description: 'require Authorization: Bearer KEY (default: $AKBE_API_KEY, else none)',
+      description: 'refused: a key on the command line is visible in ps to every user (use --api-key-file)',
+    },
+    'allow-host': {
+      type: 'string',
+      value: 'NAME',
+      multiple: true,
+      description:
+        'also accept this Host header (NAME or NAME:PORT; default: localhost, IP literals, --host)',
     },
     'allow-weight-updates': {
       type: 'boolean',
@@ -58,9 +92,11 @@ const serve: CommandSpec = {
     const host = optionalString(ctx, 'host') ?? '127.0.0.1';
     const { DEVICE_CHOICES } = await import('../../gpu/session.js');
     const { serveCheckpoint } = await import('../../serve/policy-server.js');
-    const apiKey = optionalString(ctx, 'api-key') ?? process.env.AKBE_API_KEY;
+    const apiKey = await apiKeyFlags(ctx);
     if (!LOOPBACK.has(host) && !apiKey)
-      ctx.err.write(`warning: --host ${host} exposes the policy beyond this machine with no --api-key\n`);
+      ctx.err.write(
+        `warning: --host ${host} exposes the policy beyond this machine with no --api-key-file\n`,
+      );
     const served = await serveCheckpoint({
       checkpoint,
       port,
@@ -68,6 +104,7 @@ const serve: CommandSpec = {
       tokenizerDir: optionalString(ctx, 'tokenizer'),
       modelName: optionalString(ctx, 'model'),
       apiKey,
+      allowHosts: ctx.flags['allow-host'] as string[] | undefined,
       allowWeightUpdates: ctx.flags['allow-weight-updates'] === true,
       device: choiceFlag(ctx, 'device', DEVICE_CHOICES, 'cpu'),
       threads: intFlag(ctx, 'threads', { min: 0, max: 256, fallback: 0 }),
