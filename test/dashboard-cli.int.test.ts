@@ -5,6 +5,7 @@
  */
 import { request } from 'node:http';
 import t from 'tap';
+import { Rng } from '../src/util/rng.js';
 import { runCli } from './helpers/cli.js';
 import { startCli, until } from './helpers/cli-process.js';
 import { withNats } from './helpers/nats.js';
@@ -79,6 +80,44 @@ t.test('akbe dashboard serves its API read-only to its own origin only', async (
   );
   t.equal((await get(port, '/api/runs', own, 'POST')).status, 405);
   t.equal((await get(port, '/api/runs', own, 'DELETE')).status, 405);
+
+  // The attack that killed it (decodeURIComponent outside the try, an unhandled rejection): one
+  // malformed escape, by path and by query. It answers 400 and keeps serving.
+  t.equal((await get(port, '/%E0%A4%A', own)).status, 400, 'a bad percent-escape is a bad request');
+  t.equal((await get(port, '/api/runs/%E0%A4%A/questions', own)).status, 400);
+  t.equal((await get(port, '/api/runs', own)).status, 200, 'still serving after it');
+
+  // A seeded fuzz of paths, queries and methods (known seed, so a failure replays): the process
+  // never dies and answers every request with a status below 500 (a refusal, not a failure).
+  const rng = new Rng(20261202);
+  const pieces = [
+    'api',
+    'runs',
+    'questions',
+    '..',
+    '%',
+    '%2e%2e',
+    '%E0%A4%A',
+    '%00',
+    '?',
+    '&x=%',
+    '#',
+    ';',
+    'assets',
+    '%F0%9F%99%82',
+    '%F0%9F',
+  ];
+  const methods = ['GET', 'HEAD', 'POST', 'PUT', 'OPTIONS', 'PATCH'];
+  const statuses = new Set<number>();
+  for (let i = 0; i < 200; i++) {
+    const n = 1 + rng.int(5);
+    const path = `/${Array.from({ length: n }, () => pieces[rng.int(pieces.length)]).join('/')}`;
+    const r = await get(port, path, own, methods[rng.int(methods.length)]); // sent raw
+    statuses.add(r.status);
+    if (!(r.status >= 200 && r.status < 500)) t.fail(`fuzz ${i}: ${path} answered ${r.status}`);
+  }
+  t.ok(statuses.size >= 3, `fuzz saw statuses ${[...statuses].sort().join(', ')}`);
+  t.equal((await get(port, '/api/runs', own)).status, 200, 'still serving after the fuzz');
 
   cli.child.kill('SIGTERM');
   t.equal(await cli.exited, 0, 'SIGTERM stops it cleanly');

@@ -153,6 +153,14 @@ t.test('client: token-in/token-out, weight sync from disk, svc.generate over NAT
     new CompletionsClient(served.server.url).generate(req),
     /HTTP 401: missing or wrong API key/,
   );
+  // A web page's cross-site simple request (text/plain needs no preflight): even with the key a
+  // page cannot know, the Origin alone is refused, before the body is read.
+  const forged = await fetch(`${served.server.url}/update_weights_from_disk`, {
+    method: 'POST',
+    headers: { 'content-type': 'text/plain', origin: 'http://evil.example', authorization: 'Bearer k3y' },
+    body: JSON.stringify({ model_path: BASE }),
+  });
+  t.equal(forged.status, 403, 'a cross-site POST to the weight-update endpoint is refused');
   const client = new CompletionsClient(`${served.server.url}/v1/`, { apiKey: 'k3y' });
   const r = await client.generate(req);
   const raw = await post(

@@ -27,7 +27,7 @@ async function apiKeyFlags(ctx: CommandContext): Promise<string | undefined> {
     );
   const file = optionalString(ctx, 'api-key-file');
   if (file === undefined) return process.env.AKBE_API_KEY || undefined;
-  const { readSecretFile, SecretFileError } = await import('../../util/private-files.js');
+  const { readSecretFile, SecretFileError } = await import('../../util/secret-file.js');
   try {
     return await readSecretFile(file);
   } catch (err) {
