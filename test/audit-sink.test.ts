@@ -3,6 +3,7 @@
  * the machines' facts of a small run, mapped by the sink, audit clean. What the sink does not
  * record yet may only appear as notes (parts not checked), never as mismatches.
  */
+
 import t from 'tap';
 import { createActor, toPromise } from 'xstate';
 import { ReplayUnavailableError, replayRun } from '../src/actors/inspect/inspect-replay.js';
@@ -12,6 +13,7 @@ import { auditRun, auditRunLog } from '../src/audit/audit.js';
 import { foldRunLog } from '../src/audit/run-log.js';
 import { fillSegments, segmentsFromTokens } from '../src/audit/segments.js';
 import { type AkbeEvent, createEvent, type ResponseSegment } from '../src/events/catalog.js';
+import { sha256Hex } from '../src/events/train-digest.js';
 import type { AkbeFact } from '../src/machines/facts.js';
 import type { TrainRequest } from '../src/machines/learner.js';
 import { auditRunInput, scriptedMachines, withSeqs } from './helpers/audit-run.js';
@@ -40,12 +42,26 @@ const events: AkbeEvent[] = [
     { runId, step: 0, policyVersion: 0 },
   ),
 ];
-const published = () => ({ bucket: 'akbe-checkpoints', checkpoint: 'c', sha256: 'ab'.repeat(32), bytes: 1 });
+// The learner's digest of each step's request, and the trainer's of what it trained on (version
+// v is step v - 1's): equal, as in a clean run.
+const stepDigest = (step: number) => sha256Hex(`train request of step ${step}`);
+const published = (version: number) => ({
+  bucket: 'akbe-checkpoints',
+  checkpoint: 'c',
+  sha256: 'ab'.repeat(32),
+  bytes: 1,
+  requestSha256: stepDigest(version - 1),
+});
 // The oracle rates as the orchestrator wires them: the facts seen first, then the event formed.
 const oracle = new OracleRates(questions);
 for (const f of facts) {
   oracle.see(f);
-  const e = factToEvent(f, { runId, published, extra: (step) => oracle.extra(step) });
+  const e = factToEvent(f, {
+    runId,
+    published,
+    requestSha256: stepDigest,
+    extra: (step) => oracle.extra(step),
+  });
   if (e) events.push(e);
 }
 const logged = withSeqs(events);

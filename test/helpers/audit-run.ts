@@ -7,11 +7,13 @@
  * The scripted policy draws from the turn seed, so rewards, tool calls and categories vary across
  * questions and steps.
  */
+
 import { createActor, fromPromise, toPromise } from 'xstate';
 import { rolloutCompletedEvent, trainedBatchOf } from '../../src/actors/log/fact-events.js';
 import type { AkbeEvent, EventDataMap, EventType, MetaInput } from '../../src/events/catalog.js';
 import { createEvent } from '../../src/events/catalog.js';
 import { ManualClock } from '../../src/events/clock.js';
+import { sha256Hex } from '../../src/events/train-digest.js';
 import type { AkbeFact } from '../../src/machines/facts.js';
 import { learnerMachine, type TrainRequest, type TrainResult } from '../../src/machines/learner.js';
 import { type QuestionSpec, questionMachine } from '../../src/machines/question.js';
@@ -315,6 +317,7 @@ export function factsToEvents(
             },
             extra: oracleExtra(oracle.get(f.step)),
             batch: trainedBatchOf(b, f.miniBatchSeed),
+            requestSha256: stepDigest(f.step),
           },
           { step: f.step, policyVersion: f.policyVersion },
         );
@@ -329,6 +332,8 @@ export function factsToEvents(
             checkpoint: f.checkpoint ?? `v${f.version}`,
             sha256: 'ab'.repeat(32),
             bytes: 1000,
+            // The trainer's digest of what it trained on: equal to the learner's, as in a clean run.
+            requestSha256: stepDigest(f.step),
           },
           { step: f.step, policyVersion: f.version },
         );
@@ -349,6 +354,9 @@ export function factsToEvents(
   }
   return events;
 }
+
+/** A stand-in train request digest per step (the audit compares learner.step's with policy.published's). */
+const stepDigest = (step: number) => sha256Hex(`train request of step ${step}`);
 
 /** learner.step.extra's oracle rates from [no search, searched] counts (keys absent when 0/0). */
 function oracleExtra(c: { known: number[]; unknown: number[] } | undefined): Record<string, number> {
