@@ -108,7 +108,22 @@ t.test('the claims of a 2 x 3 grid equal the hand-worked tests of its events', a
     r.claims.map((c) => c.verdict),
     ['not detected', 'not detected', 'contradicted'],
   );
+  // The paired-difference table's p-values (akbe vs the baseline grpo), Holm over the report's
+  // differences: train has no steps (no values) and unknown-no-search is 0.5 everywhere (no spread),
+  // so the family is test EM, TC, TP and known-search (m = 4).
+  //   EM d = 0.2, 0.3, 0.1 and TC d = -1, -0.5, -1.5: |t| = 2 sqrt 3, df 2, p = 1 - sqrt(6/7) each
+  //   known d = -0.8, -0.8, -0.5: mean -0.7, s^2 0.03, se 0.1, t = -7: p = 1 - sqrt(49/51) = 0.0198
+  //   TP (em/tc) d = 0.4, 0.2, 0.2667: t = 4.91, p = 0.039, between the two
+  // Holm, ascending: known x4, TP x3, EM and TC x2 and x1 -> EM's and TC's adjusted p = 2 (1 - sqrt(6/7))
+  const testAkbe = r.splits.find((s) => s.split === 'test')!.cells[1];
+  const pKnownPaired = 1 - Math.sqrt(49 / 51);
+  near(t, testAkbe.diffP?.knownSearchRate?.p, pKnownPaired, 'known-search paired p');
+  near(t, testAkbe.diffP?.knownSearchRate?.pHolm, 4 * pKnownPaired, 'known-search Holm (m = 4)');
+  near(t, testAkbe.diffP?.em?.pHolm, 2 * (1 - Math.sqrt(6 / 7)), 'EM Holm');
+  near(t, testAkbe.diffP?.tc?.pHolm, 2 * (1 - Math.sqrt(6 / 7)), 'TC Holm: the running max');
+  t.equal(testAkbe.diffP?.unknownNoSearchRate?.p, null, 'no spread: no test');
   const md = reportFiles(r).get('README.md')!;
+  t.match(md, /\| akbe \| 3 \| \+0\.200 ± 0\.248 \(p 0\.0742, Holm 0\.148\) \|/);
   t.match(md, /## Claims/);
   t.match(md, /\| AKBE raises test EM \| EM \| test \| akbe − grpo \| > 0 \| paired: \+0\.200 \[/);
   t.match(md, /not detected \(MDE 0\.310\) \|/);

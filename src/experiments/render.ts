@@ -4,7 +4,7 @@
  * strings/numbers/nulls, plots of x values and series). report.json also carries the numbers
  * behind each table cell (`data`) and each series' band (`lo`, `hi`), which the page ignores.
  */
-import { claimsTable } from './claims-render.js';
+import { claimsTable, pText } from './claims-render.js';
 import { METRICS } from './metrics.js';
 import { type CellSplit, type ExperimentReport, type SplitReport, TRAIN_WINDOW } from './report.js';
 import type { Summary } from './stats.js';
@@ -45,9 +45,17 @@ function splitTable(s: SplitReport) {
 function diffTable(s: SplitReport, baseline: string) {
   const cells = s.cells.filter((c) => c.diff);
   return {
-    title: `${s.split}: paired difference vs ${baseline} (per seed, then mean ± 95% t-interval)`,
+    title: `${s.split}: paired difference vs ${baseline} (per seed, then mean ± 95% t-interval; paired t p, Holm over every difference in this report)`,
     columns: ['cell', 'pairs', ...METRICS.map((m) => `Δ ${m.title}`)],
-    rows: cells.map((c) => [c.label, c.diff!.em.n, ...METRICS.map((m) => cellText(c.diff![m.key], true))]),
+    rows: cells.map((c) => [
+      c.label,
+      c.diff!.em.n,
+      ...METRICS.map((m) => {
+        const t = c.diffP?.[m.key];
+        const p = t?.p != null ? ` (p ${pText(t.p)}, Holm ${pText(t.pHolm)})` : '';
+        return `${cellText(c.diff![m.key], true)}${p}`;
+      }),
+    ]),
   };
 }
 
@@ -85,6 +93,7 @@ function splitData(s: SplitReport) {
       summary: c.summary,
       bootstrap: c.boot,
       diff: c.diff ?? null,
+      diffP: c.diffP ?? null,
     })),
   };
 }

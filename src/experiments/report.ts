@@ -8,7 +8,8 @@
  *   - every evaluated split (dev, test): the run's final evaluation (eval.completed, when: after,
  *     the highest version).
  * Per split and cell: mean ± the 95% t-interval half-width over the cell's seeds (stats.ts), and
- * paired differences against the baseline cell (per seed, then mean ± t-interval).
+ * paired differences against the baseline cell (per seed, then mean ± t-interval, the paired
+ * test's p and its Holm-adjusted p over every difference of the report).
  * Rates bounded in [0, 1] (EM, known-search, unknown-no-search) also get a seeded percentile
  * bootstrap interval (bootstrap.ts), which stays in [0, 1]. The spec's claims are tested
  * (claims.ts: Welch / paired t, Holm over the claims, MDE at 80% power).
@@ -17,6 +18,7 @@
 import type { RunFigures, StepFigures } from '../events/projections/run-figures.js';
 import { type BootstrapInterval, bootstrapMean } from './bootstrap.js';
 import { type ClaimResult, evaluateClaims } from './claims.js';
+import { type DiffP, testDifferences } from './diff-tests.js';
 import { METRICS, type MetricKey } from './metrics.js';
 import type { Cell, ExperimentSpec, PlannedRun } from './spec.js';
 import { pairedDifference, type Summary, summarize } from './stats.js';
@@ -46,6 +48,8 @@ export interface CellSplit {
   boot: Partial<Record<MetricKey, BootstrapInterval | null>>;
   /** Against the baseline (absent for the baseline itself or when there is none). */
   diff?: Record<MetricKey, Summary>;
+  /** The paired test of each difference and its Holm-adjusted p over the report (diff-tests.ts). */
+  diffP?: Partial<Record<MetricKey, DiffP>>;
 }
 
 export interface SplitReport {
@@ -207,6 +211,7 @@ export function buildReport(
     plots,
     claims: [] as ClaimResult[],
   };
+  testDifferences(splits, report.baseline);
   report.claims = evaluateClaims(spec.claims ?? [], report);
   return report;
 }
