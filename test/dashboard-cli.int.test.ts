@@ -112,9 +112,12 @@ t.test('akbe dashboard serves its API read-only to its own origin only', async (
   for (let i = 0; i < 200; i++) {
     const n = 1 + rng.int(5);
     const path = `/${Array.from({ length: n }, () => pieces[rng.int(pieces.length)]).join('/')}`;
-    const r = await get(port, path, own, methods[rng.int(methods.length)]); // sent raw
+    const method = methods[rng.int(methods.length)];
+    const r = await get(port, path, own, method); // sent raw
     statuses.add(r.status);
-    if (!(r.status >= 200 && r.status < 500)) t.fail(`fuzz ${i}: ${path} answered ${r.status}`);
+    // 503 only for the page itself before `npm run build` (a fresh clone has no bundle).
+    const unbuilt = r.status === 503 && (method === 'HEAD' || /dashboard bundle missing/.test(r.body));
+    if (!(r.status >= 200 && r.status < 500) && !unbuilt) t.fail(`fuzz ${i}: ${path} answered ${r.status}`);
   }
   t.ok(statuses.size >= 3, `fuzz saw statuses ${[...statuses].sort().join(', ')}`);
   t.equal((await get(port, '/api/runs', own)).status, 200, 'still serving after the fuzz');

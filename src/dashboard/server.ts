@@ -190,7 +190,8 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
       const e = err as NodeJS.ErrnoException;
       if (e instanceof DashboardNotFoundError) sendJson(res, 404, { error: e.message });
       else if (e.code === 'ENOENT')
-        sendJson(res, 500, { error: `dashboard bundle missing (${e.path}): run npm run build` });
+        // 503, not 500: the server works, its page is not built yet (a fresh clone, before npm run build).
+        sendJson(res, 503, { error: `dashboard bundle missing (${e.path}): run npm run build` });
       else sendJson(res, 502, { error: e.message ?? String(err) });
     }
   }
