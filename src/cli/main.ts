@@ -75,6 +75,10 @@ export async function main(
 }
 
 if (isEntryPoint(import.meta.url)) {
+  // Everything akbe writes is the user's alone (checkpoints, worlds, exports, credentials, the
+  // NATS store, which its nats-server child inherits this from): files 0600, folders 0700,
+  // whatever the shell's umask. Set here, not in main(), so a test calling main() keeps its own.
+  process.umask(0o077);
   main(process.argv.slice(2)).then((code) => {
     process.exitCode = code;
     // A command that failed mid-way (e.g. NATS lost under a run) can leave handles behind it: a
