@@ -13,6 +13,14 @@ export const HOME_FLAG = {
   description: 'project data dir (default: AKBE_HOME or ./.akbe)',
 } as const;
 
+/** `--allow-host NAME`: more Host values an HTTP server accepts (src/util/http-guard.ts). */
+export const ALLOW_HOST_FLAG = {
+  type: 'string',
+  value: 'NAME',
+  multiple: true,
+  description: 'also accept this Host header (NAME or NAME:PORT; default: localhost, IP literals, --host)',
+} as const;
+
 /** `--nats URL --home DIR`: how a command finds (or starts) its NATS server. */
 export const CONNECTION_FLAGS = {
   nats: {

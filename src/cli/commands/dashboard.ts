@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { type CommandSpec, intFlag, UsageError } from '../command.js';
-import { CONNECTION_FLAGS } from '../common-flags.js';
+import { ALLOW_HOST_FLAG, CONNECTION_FLAGS } from '../common-flags.js';
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
 
@@ -22,13 +22,7 @@ const dashboard: CommandSpec = {
       description: 'interface to bind (anything but loopback exposes your runs to the network)',
       default: '127.0.0.1',
     },
-    'allow-host': {
-      type: 'string',
-      value: 'NAME',
-      multiple: true,
-      description:
-        'also accept this Host header (NAME or NAME:PORT; default: localhost, IP literals, --host)',
-    },
+    'allow-host': ALLOW_HOST_FLAG,
     inspect: {
       type: 'string',
       value: 'URL',

@@ -13,6 +13,7 @@ import {
   requireString,
   UsageError,
 } from '../command.js';
+import { ALLOW_HOST_FLAG } from '../common-flags.js';
 
 const modelFlags = {
   model: {
@@ -164,13 +165,7 @@ const serve: CommandSpec = {
       description: 'also serve POST /retrieve on this port (0 = any free port)',
     },
     host: { type: 'string', value: 'HOST', description: 'HTTP bind address', default: '127.0.0.1' },
-    'allow-host': {
-      type: 'string',
-      value: 'NAME',
-      multiple: true,
-      description:
-        'also accept this Host header (NAME or NAME:PORT; default: localhost, IP literals, --host)',
-    },
+    'allow-host': ALLOW_HOST_FLAG,
     nats: {
       type: 'string',
       value: 'URL',

@@ -12,7 +12,7 @@ import {
   requireString,
   UsageError,
 } from '../command.js';
-import { WEIGHTS_DTYPE_FLAG, weightsDtypeFlag } from '../common-flags.js';
+import { ALLOW_HOST_FLAG, WEIGHTS_DTYPE_FLAG, weightsDtypeFlag } from '../common-flags.js';
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
 
@@ -65,13 +65,7 @@ const serve: CommandSpec = {
       value: 'KEY',
       description: 'refused: a key on the command line is visible in ps to every user (use --api-key-file)',
     },
-    'allow-host': {
-      type: 'string',
-      value: 'NAME',
-      multiple: true,
-      description:
-        'also accept this Host header (NAME or NAME:PORT; default: localhost, IP literals, --host)',
-    },
+    'allow-host': ALLOW_HOST_FLAG,
     'allow-weight-updates': {
       type: 'boolean',
       description: 'enable POST /update_weights_from_disk {"model_path": DIR} (weight sync from a trainer)',
