@@ -379,3 +379,19 @@ t.test('boundary history: one row per step the question was in, shifts marked', 
   }
   t.equal(rows, 9, 'B questions per step x 3 steps');
 });
+
+t.test('the algorithm: the registered name, the old spelling, and a name nothing registered', async (t) => {
+  const started = clean.find((e) => e.type === 'run.started') as EventOf<'run.started'>;
+  const named = (algo: string) => {
+    const e = structuredClone(started);
+    e.data.algo = algo;
+    delete (e.data.config as Record<string, unknown>).algo;
+    return settingsOf(e).algo;
+  };
+  t.equal(named('dpo-akbe'), 'dpo-akbe', 'a registered name is itself');
+  t.equal(named('grpo+akbe'), 'akbe', "run.started's spelling before session 9");
+  // Before, any name with "akbe" in it read as akbe and every other unknown name as grpo: a run of
+  // a plugin's algorithm replayed without its plugin audited as grpo; now it fails naming both.
+  t.throws(() => named('my-akbe-variant'), /unknown algorithm 'my-akbe-variant'; known: akbe, /);
+  t.throws(() => named('search-cost'), /unknown algorithm 'search-cost'/);
+});

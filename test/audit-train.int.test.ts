@@ -3,7 +3,7 @@
  * 2 steps through a real nats-server with the orchestrator (issue 6's loop), and the resulting log
  * replays clean and re-plays through the machines without a divergence.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
@@ -12,6 +12,7 @@ import { WebSocket } from 'ws';
 import { startInspector } from '../src/actors/inspect/inspect.js';
 import { replayRun } from '../src/actors/inspect/inspect-replay.js';
 import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
+import { trainerRuntimeOf } from '../src/actors/orchestrator/run-start.js';
 import { auditRunLog } from '../src/audit/audit.js';
 import { foldRunLog } from '../src/audit/run-log.js';
 import { fillSegments } from '../src/audit/segments.js';
@@ -74,6 +75,24 @@ t.test(
       );
   },
 );
+
+t.test("run.started records the trainer's runtime: ORT version, provider, threads, optimizer", async (t) => {
+  const started = events.find((e) => e.type === 'run.started');
+  if (started?.type !== 'run.started') throw new Error('no run.started');
+  t.equal(started.v, 2);
+  const ort = JSON.parse(readFileSync('node_modules/onnxruntime-node/package.json', 'utf8')).version;
+  t.same(started.data.trainerRuntime, {
+    ortVersion: ort,
+    executionProvider: 'cpu',
+    intraOpThreads: 1,
+    hostCpus: (await import('node:os')).availableParallelism(),
+    optimizer: 'host',
+    dtype: 'float32',
+    batchInvariantDecode: true,
+  });
+  // An orchestrator whose trainer runs in another process cannot see its runtime: none recorded.
+  t.equal(trainerRuntimeOf({ spec: tinySpec(fx), roles: ['search', 'policy', 'rollout'] }), null);
+});
 
 t.test('a real training run audits clean', async (t) => {
   const log = foldRunLog(fresh());

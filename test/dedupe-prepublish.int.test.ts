@@ -17,6 +17,7 @@ import { pack } from '../src/actors/nats/wire.js';
 import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
 import { auditPassed, auditRun } from '../src/audit/audit.js';
 import { type AkbeEvent, createEvent } from '../src/events/catalog.js';
+import { encodeEvent } from '../src/events/codec.js';
 import { EventStore } from '../src/events/store.js';
 import { EVENTS_STREAM, eventSubject } from '../src/events/subjects.js';
 import { withNats } from './helpers/nats.js';
@@ -105,3 +106,51 @@ t.test("a single append is stored under the run's keyed id, past a pre-published
   t.equal(msg?.header?.get('Nats-Msg-Id'), `${event.meta.dedupeId}~${mac}`, 'HMAC-SHA256 of the dedupe id');
   t.same(await store.append(event), { seq: stored.seq, duplicate: true }, 'a retried append is deduplicated');
 });
+
+t.test(
+  'a message stored first under the keyed id itself fails the append, never a silent duplicate',
+  async (t) => {
+    const nats = await withNats(t);
+    const store = await EventStore.open(nats.nc);
+    const runId = 'prepub-keyed';
+    store.useDedupeKey(runId, new Uint8Array(32).fill(9));
+    const finished = createEvent(
+      'run.finished',
+      { status: 'completed', stepsCompleted: 1, elapsedSeconds: 1 },
+      { runId, step: 1, policyVersion: 1 },
+    );
+    const started = (n: number, q: string) =>
+      createEvent(
+        'step.started',
+        { step: n, policyVersion: n, questionIds: [q] },
+        { runId, step: n, policyVersion: n },
+      );
+    const step = started(2, 'q1');
+    // Issue 23's suppression attack: a role that read the run's key from the runs bucket stores
+    // messages, on a subject it may publish to, under the ids of events the run has not written.
+    const js = jetstream(nats.nc);
+    const forged = await js.publish(eventSubject(runId, 'rollout.completed'), pack({ forged: true }), {
+      msgID: store.msgIdOf(finished),
+    });
+    await t.rejects(store.append(finished), {
+      name: 'PreemptedAppendError',
+      seq: forged.seq,
+      storedSubject: eventSubject(runId, 'rollout.completed'),
+      message: new RegExp(`event ${runId}:run\\.finished was not stored: .*seq ${forged.seq}`),
+    });
+    // The same on the right subject with another event's body (a copy of a real one), in a batch.
+    const other = started(7, 'q9');
+    const copied = await js.publish(eventSubject(runId, 'step.started'), encodeEvent(other), {
+      msgID: store.msgIdOf(step),
+    });
+    await t.rejects(store.appendMany([step]), {
+      name: 'PreemptedAppendError',
+      seq: copied.seq,
+      message: /another event: step\.started prepub-keyed:7:step\.started/,
+    });
+    // A real retry still dedupes quietly.
+    const own = started(3, 'q2');
+    const first = await store.append(own);
+    t.same(await store.appendMany([own]), [{ seq: first.seq, duplicate: true }], "the run's own retry");
+  },
+);

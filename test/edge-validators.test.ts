@@ -39,7 +39,7 @@ const input = rolloutInputs({
 } as Parameters<typeof rolloutInputs>[0])[0];
 
 t.test('rollout commands', async (t) => {
-  const good = { runId: 'r1', step: 1, input };
+  const good = { runId: 'r1', input };
   t.same(parseRolloutCommand(pack(good), 'r1', { vocabSize: 10 }), good, 'a real command passes');
   t.equal(
     refused(
@@ -60,7 +60,7 @@ t.test('rollout commands', async (t) => {
   );
   t.equal(
     refused(
-      () => parseRolloutCommand(pack({ ...good, step: 2 }), 'r1'),
+      () => parseRolloutCommand(pack({ ...good, input: { ...input, step: 2 } }), 'r1'),
       'invalid',
       /rolloutId must be "s2\.q7\.wt0"/,
     ),

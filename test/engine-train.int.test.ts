@@ -3,9 +3,9 @@
  * OpenAI-compatible server (as vLLM/SGLang would serve it), the run's policy role answers
  * svc.generate through it token-in/token-out, and each version the trainer publishes is pushed
  * to it from disk (POST /update_weights_from_disk). The run is started by `akbe train --engine URL
- * --engine-key KEY` and audits clean; the flags' usage errors come before any connection.
+ * --engine-key-file PATH` and audits clean; the flags' usage errors come before any connection.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -50,6 +50,8 @@ t.test('a run whose rollouts decode on an external engine, with weight sync from
     config,
     JSON.stringify({ ...TINY_TRAIN, world: fx.worldDir, policy: fx.policyDir, topK: 3, evalQuestions: 0 }),
   );
+  const keyFile = join(home, 'engine.key');
+  writeFileSync(keyFile, 'secret\n', { mode: 0o600 });
   let err = '';
   const errStream = new PassThrough().on('data', (c) => (err += c));
   const code = await main(
@@ -69,8 +71,8 @@ t.test('a run whose rollouts decode on an external engine, with weight sync from
       '1',
       '--engine',
       `${engine.server.url}/v1`,
-      '--engine-key',
-      'secret',
+      '--engine-key-file',
+      keyFile,
     ],
     new PassThrough(),
     errStream,
@@ -126,4 +128,16 @@ t.test('akbe train --engine: usage errors before any connection (exit 2)', async
   const lone = await usage('--engine-key', 'k');
   t.equal(lone.code, 2);
   t.match(lone.err, /--engine-key needs --engine URL/);
+  // A key on the command line is in `ps` for every local user: refused, with the way out.
+  const inArgs = await usage('--engine', 'http://127.0.0.1:1/v1', '--engine-key', 'k');
+  t.equal(inArgs.code, 2);
+  t.match(inArgs.err, /--engine-key puts the key in `ps` for every user: use --engine-key-file PATH/);
+  const dir = mkdtempSync(join(tmpdir(), 'akbe-engine-key-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const readable = join(dir, 'key');
+  writeFileSync(readable, 'k\n');
+  chmodSync(readable, 0o644); // whatever the umask: the mode under test
+  const open = await usage('--engine', 'http://127.0.0.1:1/v1', '--engine-key-file', readable);
+  t.equal(open.code, 2);
+  t.match(open.err, /--engine-key-file: .*has mode 0644: others may read it; chmod 600/);
 });

@@ -211,7 +211,7 @@ t.test('the cycle finder sees a type-only cycle and a dynamic-import one', async
 export const LAYERS: string[][] = [
   ['util'],
   ['rl', 'gpu', 'events'], // the algorithm, the compute core, the stored record: independent
-  ['text', 'machines', 'retrieval'],
+  ['text', 'machines', 'retrieval', 'train'],
   ['audit', 'world', 'tools', 'serve', 'experiments'],
   ['dashboard', 'plugins'],
   ['actors/nats', 'actors/log'],

@@ -196,6 +196,7 @@ t.test('the run waits for exactly the next version: another one is ignored', asy
 
 function rolloutInput(over: Partial<RolloutInput> = {}): RolloutInput {
   return {
+    step: 0,
     questionId: 'q1',
     rolloutId: 's0.q1.wt0',
     index: 0,

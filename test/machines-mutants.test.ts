@@ -178,6 +178,7 @@ t.test(
 
 function rolloutInput(over: Partial<RolloutInput> = {}): RolloutInput {
   return {
+    step: 0,
     questionId: 'q1',
     rolloutId: 's0.q1.wt0',
     index: 0,
@@ -213,7 +214,8 @@ t.test('generate requests: the context, the budget, per-turn seeds, sampling def
     '<search> who </search>',
     '<answer> Seth Klarman </answer>',
   ]);
-  const actor = createActor(machine, { input: rolloutInput() });
+  // A step of its own (not 0), so a fact that took its step from anywhere but the input shows.
+  const actor = createActor(machine, { input: rolloutInput({ step: 3 }) });
   const facts: AkbeFact[] = [];
   actor.on('*', (f) => facts.push(f as AkbeFact));
   actor.start();
@@ -260,6 +262,7 @@ t.test('generate requests: the context, the budget, per-turn seeds, sampling def
   const called = facts.find((f) => f.type === 'tool.called');
   t.strictSame(called, {
     type: 'tool.called',
+    step: 3,
     tool: 'search',
     questionId: 'q1',
     rolloutId: 's0.q1.wt0',
@@ -274,6 +277,7 @@ t.test('generate requests: the context, the budget, per-turn seeds, sampling def
   });
   t.strictSame(facts[0], {
     type: 'rollout.started',
+    step: 3,
     questionId: 'q1',
     rolloutId: 's0.q1.wt0',
     path: 'with-tool',

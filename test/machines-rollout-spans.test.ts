@@ -24,6 +24,7 @@ import { fakeSearch, type ScriptedCalls, scriptedGenerate, ToyTokenizer } from '
 
 function input(over: Partial<RolloutInput> = {}): RolloutInput {
   return {
+    step: 0,
     questionId: 'q1',
     rolloutId: 'q1.wt.0',
     index: 0,

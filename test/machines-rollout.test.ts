@@ -19,6 +19,7 @@ function setupRollout(turns: Array<string | null>, input: Partial<RolloutInput> 
     },
   });
   const full: RolloutInput = {
+    step: 0,
     questionId: 'q1',
     rolloutId: 'q1.wt.0',
     index: 0,

@@ -65,9 +65,14 @@ for (const p of POINTS) {
         `some of step ${step}'s labels were stored`,
       );
 
-    const resumed = startCli(['train', '--resume', ...flags]);
+    // One resume under another thread count than run.started recorded: it says so in a line.
+    const threads = p.at === 'train:1' ? ['--threads', '2'] : [];
+    const resumed = startCli(['train', '--resume', ...flags, ...threads]);
     t.teardown(() => resumed.child.kill('SIGKILL'));
     t.equal(await resumed.exited, 0, `the resumed run finished:\n${resumed.output().slice(-1500)}`);
+    if (threads.length)
+      t.match(resumed.output(), /trainer runtime differs from run\.started's \(intraOpThreads 1 -> 2\)/);
+    else t.notMatch(resumed.output(), /trainer runtime differs/, 'the same runtime: no line');
     // The run was started with evalQuestions: 0; `--resume` (no --config) must not fall back to
     // the default 32-question dev evaluation.
     t.notMatch(resumed.output(), /eval (before|after)/, "the resumed run keeps the run's eval settings");

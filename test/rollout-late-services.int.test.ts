@@ -42,8 +42,8 @@ t.test('a rollout waits for a policy and a search service that start late: first
   const rolloutId = rolloutIdOf(0, 'q1', 'with-tool', 0);
   await dispatchRollout(js, {
     runId,
-    step: 0,
     input: {
+      step: 0,
       questionId: 'q1',
       rolloutId,
       index: 0,

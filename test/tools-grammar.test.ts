@@ -54,6 +54,7 @@ t.test('the rollout machine calls a second tool by its tag and records its name'
   });
   const actor = createActor(machine, {
     input: {
+      step: 0,
       questionId: 'q1',
       rolloutId: 'q1.wt.0',
       index: 0,

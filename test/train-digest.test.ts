@@ -93,7 +93,7 @@ t.test('manifest digest: sorted names, each with its sha256 (known answer)', asy
 });
 
 t.test(
-  'v1 learner.step and policy.published upcast with the digests null (not supported by this log)',
+  'v1 learner.step, policy.published and run.started upcast with what they lack null (not supported by this log)',
   async (t) => {
     const { UPCASTERS } = await import('../src/events/upcast.js');
     const meta = { runId: 'r', step: 0, policyVersion: 1, at: 1, dedupeId: 'x' };
@@ -102,5 +102,8 @@ t.test(
     t.same(ls.data, { extra: {}, requestSha256: null });
     const pp = UPCASTERS.upcast({ type: 'policy.published', v: 1, data: { version: 1 }, meta });
     t.same(pp.data, { version: 1, requestSha256: null, manifest: null, manifestSha256: null });
+    const rs = UPCASTERS.upcast({ type: 'run.started', v: 1, data: { algo: 'grpo' }, meta });
+    t.equal(rs.v, 2);
+    t.same(rs.data, { algo: 'grpo', trainerRuntime: null }, 'run.started v1: no trainer runtime recorded');
   },
 );

@@ -13,13 +13,10 @@ import { join } from 'node:path';
 import t from 'tap';
 import { CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
 import { startPolicyHandle } from '../src/actors/roles/roles.js';
-import {
-  proxLogprobsOf,
-  requestTrain,
-  TrainerService,
-} from '../src/actors/services/trainer/trainer-service.js';
+import { requestTrain, TrainerService } from '../src/actors/services/trainer/trainer-service.js';
 import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import type { TrainBatch } from '../src/rl/batch.js';
+import { proxLogprobsOf } from '../src/train/train-loop.js';
 import { withNats } from './helpers/nats.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 

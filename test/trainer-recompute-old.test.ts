@@ -1,5 +1,5 @@
 /**
- * `recomputeOldLogprobs` (src/actors/services/trainer/trainer-service.ts): the old logprobs of re-conditioned AKBE
+ * `recomputeOldLogprobs` (src/train/train-loop.ts): the old logprobs of re-conditioned AKBE
  * rows under the clipped loss. First its row and token indexing on a hand-built batch with
  * hand-chosen logprobs; then a real clipped-AKBE step through the trainer service on a private
  * nats-server, where the first update's ratio must be exactly 1 on every loss token: the clipped
@@ -12,13 +12,10 @@ import { join } from 'node:path';
 import t from 'tap';
 import { CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
 import { startPolicyHandle } from '../src/actors/roles/roles.js';
-import {
-  recomputeOldLogprobs,
-  requestTrain,
-  TrainerService,
-} from '../src/actors/services/trainer/trainer-service.js';
+import { requestTrain, TrainerService } from '../src/actors/services/trainer/trainer-service.js';
 import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import type { TrainBatch } from '../src/rl/batch.js';
+import { recomputeOldLogprobs } from '../src/train/train-loop.js';
 import { withNats } from './helpers/nats.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 

@@ -43,12 +43,17 @@ export interface AuditSettings {
 const DEFAULTS = DEFAULT_TRAIN_CONFIG;
 
 /**
- * The registered algorithm a recorded name means: a registered name itself, else the older
- * run.started spelling ('grpo+akbe' and any other name with akbe in it -> 'akbe', the rest 'grpo').
+ * The one name run.started wrote before it recorded the registered name itself (runs before
+ * session 9 spelled `akbe` this way). A name neither registered nor listed here is returned as
+ * it is, so the audit fails naming it and the registered ones (a plugin that was not loaded)
+ * rather than auditing it as some other algorithm.
  */
+const OLD_SPELLINGS: Readonly<Record<string, string>> = { 'grpo+akbe': 'akbe' };
+
+/** The registered algorithm a recorded name means. */
 export function learnerAlgo(name: string): string {
   if (listAlgorithms().includes(name)) return name;
-  return /akbe/i.test(name) ? 'akbe' : 'grpo';
+  return OLD_SPELLINGS[name] ?? name;
 }
 
 /** run.started.config with flat TrainConfig keys; a nested `train` section fills what the top lacks. */

@@ -61,10 +61,16 @@ export const ENGINE_FLAGS = {
       'disk (POST /update_weights_from_disk with each published checkpoint) | none (a frozen engine)',
     default: 'disk',
   },
+  'engine-key-file': {
+    type: 'string',
+    value: 'PATH',
+    description:
+      'the engine API key, read from PATH (yours, mode 0600 or stricter; default: $AKBE_ENGINE_KEY)',
+  },
   'engine-key': {
     type: 'string',
     value: 'KEY',
-    description: 'the engine API key (default: $AKBE_ENGINE_KEY)',
+    description: 'refused: a key on the command line is visible in ps to every user (use --engine-key-file)',
   },
   'engine-model': {
     type: 'string',
@@ -73,12 +79,44 @@ export const ENGINE_FLAGS = {
   },
 } as const;
 
+/** Where a command's secret may come from: a 0600 file flag or an env var, never the command line. */
+export interface SecretFlags {
+  /** The flag naming a file that holds the secret (e.g. 'api-key-file'). */
+  file: string;
+  /** The flag that would put the secret in `ps` (e.g. 'api-key'): refused when given. */
+  refused: string;
+  /** The environment variable read when the file flag is absent. */
+  env: string;
+}
+
+/**
+ * The secret from `--<file>` (the user's own file, mode 0600 or stricter) or `$<env>`; `--<refused>
+ * KEY` is a usage error, since every local user can read a process's arguments (`ps`).
+ */
+export async function secretFromFlags(ctx: CommandContext, names: SecretFlags): Promise<string | undefined> {
+  if (ctx.flags[names.refused] !== undefined)
+    throw new UsageError(
+      `--${names.refused} puts the key in \`ps\` for every user: use --${names.file} PATH (mode 0600) or ${names.env}`,
+    );
+  const file = optionalString(ctx, names.file);
+  if (file === undefined) return process.env[names.env] || undefined;
+  const { readSecretFile, SecretFileError } = await import('../util/secret-file.js');
+  try {
+    return await readSecretFile(file);
+  } catch (err) {
+    if (err instanceof SecretFileError) throw new UsageError(`--${names.file}: ${err.message}`);
+    throw err;
+  }
+}
+
 /** The ENGINE_FLAGS given, or undefined when no engine is named (a companion alone is an error). */
-export function engineOptions(ctx: CommandContext) {
+export async function engineOptions(ctx: CommandContext) {
   const url = optionalString(ctx, 'engine');
   const sync = choiceFlag(ctx, 'engine-sync', ['disk', 'none'] as const, 'disk');
   if (!url) {
-    const lone = (['engine-key', 'engine-model'] as const).find((f) => ctx.flags[f] !== undefined);
+    const lone = (['engine-key', 'engine-key-file', 'engine-model'] as const).find(
+      (f) => ctx.flags[f] !== undefined,
+    );
     if (lone || sync !== 'disk') throw new UsageError(`--${lone ?? 'engine-sync'} needs --engine URL`);
     return undefined;
   }
@@ -86,7 +124,11 @@ export function engineOptions(ctx: CommandContext) {
   return {
     url,
     sync,
-    apiKey: optionalString(ctx, 'engine-key') ?? process.env.AKBE_ENGINE_KEY,
+    apiKey: await secretFromFlags(ctx, {
+      file: 'engine-key-file',
+      refused: 'engine-key',
+      env: 'AKBE_ENGINE_KEY',
+    }),
     model: optionalString(ctx, 'engine-model'),
   };
 }

@@ -6,8 +6,8 @@
 import { JetStreamApiError, type JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type AkbeEvent, validateEvent } from './catalog.js';
-import { encodeEvent } from './codec.js';
-import { AppendError, ConcurrencyError, EventStoreError } from './errors.js';
+import { decodeEvent, encodeEvent } from './codec.js';
+import { AppendError, ConcurrencyError, EventStoreError, PreemptedAppendError } from './errors.js';
 import { type PipelinedFailure, publishPipelined } from './pipelined-publish.js';
 import { ELECTION_RETRY_MS, isTransientNatsError, retryElection, TIMEOUT_ATTEMPTS } from './retry.js';
 import { EVENTS_STREAM, eventSubject } from './subjects.js';
@@ -23,6 +23,33 @@ export interface AppendTarget {
   readonly nc: NatsConnection;
   readonly js: JetStreamClient;
   msgIdOf(event: AkbeEvent): string;
+  /** The message stored at a sequence of the events stream (what a duplicate ack points at). */
+  storedAt(seq: number): Promise<{ subject: string; data: Uint8Array }>;
+}
+
+/**
+ * A duplicate ack says only that *some* message has the id. A retried append finds its own event
+ * there (same subject, type and identity; its timestamps may differ); anything else means the id
+ * was taken before the run wrote it, and the event is lost: PreemptedAppendError.
+ */
+async function checkDuplicate(t: AppendTarget, event: AkbeEvent, r: AppendResult): Promise<void> {
+  if (!r.duplicate) return;
+  const subject = eventSubject(event.meta.runId, event.type);
+  const stored = await t.storedAt(r.seq);
+  const refuse = (why: string) => new PreemptedAppendError(event.meta.dedupeId, r.seq, stored.subject, why);
+  if (stored.subject !== subject) throw refuse(`not ${subject}`);
+  let held: AkbeEvent;
+  try {
+    held = decodeEvent(stored.data);
+  } catch (err) {
+    throw refuse(`not an event: ${(err as Error).message}`);
+  }
+  if (
+    held.type !== event.type ||
+    held.meta.runId !== event.meta.runId ||
+    held.meta.dedupeId !== event.meta.dedupeId
+  )
+    throw refuse(`another event: ${held.type} ${held.meta.dedupeId}`);
 }
 
 /** JetStream's 10071 (wrong last sequence) is a concurrency conflict; the rest are append errors. */
@@ -56,7 +83,10 @@ export async function appendEvent(
     {
       retryable: (err) => !(err instanceof ConcurrencyError) && isTransientNatsError(err),
     },
-  );
+  ).then(async (r) => {
+    await checkDuplicate(t, event, r);
+    return r;
+  });
 }
 
 async function publishOnce(
@@ -134,7 +164,11 @@ export async function appendEvents(
   const outcomes = await publish(events.map((_, i) => i));
   await republishFailed(t.nc, outcomes, publish);
   const failures = outcomes.filter((o): o is PipelinedFailure => 'kind' in o);
-  if (failures.length === 0) return outcomes as AppendResult[];
+  if (failures.length === 0) {
+    const results = outcomes as AppendResult[];
+    for (const [i, r] of results.entries()) await checkDuplicate(t, events[i], r);
+    return results;
+  }
   // The first real failure is the cause; 'closed' entries are the ones never sent after it.
   const first = failures.find((f) => f.kind !== 'closed') ?? failures[0];
   const subject = subjectOf(first.index);

@@ -93,7 +93,7 @@ export type EventType = keyof EventDataMap;
 
 /** The schema version this build writes for each type. Bump with an upcaster from the old one. */
 export const CURRENT_VERSION: Readonly<Record<EventType, number>> = {
-  'run.started': 1,
+  'run.started': 2,
   'step.started': 1,
   'question.assigned': 2,
   'rollout.started': 1,

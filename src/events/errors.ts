@@ -82,6 +82,25 @@ export class AppendError extends Error {
   }
 }
 
+/**
+ * JetStream acked an append as a duplicate, but what it holds under the event's Nats-Msg-Id is not
+ * that event (another subject, type or identity): someone who knew the run's message ids stored a
+ * message first, and the real event was dropped. The run must fail: its log misses its own event.
+ */
+export class PreemptedAppendError extends Error {
+  constructor(
+    readonly dedupeId: string,
+    readonly seq: number,
+    readonly storedSubject: string,
+    why: string,
+  ) {
+    super(
+      `event ${dedupeId} was not stored: JetStream holds another message under its id (seq ${seq}, ${storedSubject}: ${why}); someone who could read the run's message ids wrote it first`,
+    );
+    this.name = 'PreemptedAppendError';
+  }
+}
+
 /** A JetStream stream the store needs is missing or cannot be created/read. */
 export class EventStoreError extends Error {
   constructor(

@@ -114,6 +114,16 @@ export class EventStore implements AsyncDisposable {
     return `${event.meta.dedupeId}~${mac}`;
   }
 
+  /** The message at a sequence of the events stream (the append path checks duplicate acks with it). */
+  async storedAt(seq: number): Promise<{ subject: string; data: Uint8Array }> {
+    const m = await retryElection(this.nc, `get ${EVENTS_STREAM} #${seq}`, () =>
+      this.jsm.streams.getMessage(EVENTS_STREAM, { seq }),
+    );
+    if (!m)
+      throw new EventStoreError(`${EVENTS_STREAM} has no message #${seq} (a duplicate ack pointed at it)`);
+    return { subject: m.subject, data: m.data };
+  }
+
   /** Appends one event and waits for JetStream's ack. Validates first (InvalidEventError). */
   async append(event: AkbeEvent, opts: { expectLastSubjectSeq?: number } = {}): Promise<AppendResult> {
     return appendEvent(this, event, opts.expectLastSubjectSeq);

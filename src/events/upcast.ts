@@ -118,9 +118,16 @@ UPCASTERS.register('question.assigned', 1, (data) => data);
  * policy.published the checkpoint's manifest). A v1 event recorded none: they are null, and the
  * audit says the request-digest and manifest checks are not supported by this log.
  */
-const noDigests = (keys: string[]) => (data: unknown) =>
+const recordedNone = (keys: string[]) => (data: unknown) =>
   data === null || typeof data !== 'object'
     ? data
     : { ...Object.fromEntries(keys.map((k) => [k, null])), ...(data as object) };
-UPCASTERS.register('learner.step', 1, noDigests(['requestSha256']));
-UPCASTERS.register('policy.published', 1, noDigests(['requestSha256', 'manifest', 'manifestSha256']));
+UPCASTERS.register('learner.step', 1, recordedNone(['requestSha256']));
+UPCASTERS.register('policy.published', 1, recordedNone(['requestSha256', 'manifest', 'manifestSha256']));
+
+/**
+ * run.started v1 -> v2: v2 records the trainer's runtime (ORT version, provider, threads,
+ * optimizer; payloads/run.ts). A v1 log recorded none: null, and a verifier says it cannot check
+ * the runtime for this log.
+ */
+UPCASTERS.register('run.started', 1, recordedNone(['trainerRuntime']));

@@ -17,6 +17,8 @@
  *   claims:                       # optional: tested claims, the report's Claims section (claims.ts)
  *     - { claim: AKBE lowers test TC, metric: tc, split: test, direction: less, cells: [akbe, grpo] }
  *
+ * `{seed}` in a cell's `frozenPolicy` is the run's seed (settingsForSeed: each seed of an
+ * offline cell freezes its own seed's run).
  * Paths are relative to the working directory, as in config files. Each cell's config is the base,
  * then `config`, then `steps`/`world`/`policy`, then the grid entry's settings, then the seed;
  * it is validated like an `akbe train` config, and errors name the spec file and the key.
@@ -228,6 +230,17 @@ export function planRuns(spec: ExperimentSpec): PlannedRun[] {
     byId.set(r.runId, r);
   }
   return runs;
+}
+
+/**
+ * A cell's settings for one seed: `{seed}` in `frozenPolicy` becomes the seed, so each seed of an
+ * offline cell freezes its own seed's run (`run:long150-grpo-s{seed}`) instead of all of them
+ * sharing one checkpoint (shared frozen targets are not independent replicates).
+ */
+export function settingsForSeed(settings: Record<string, unknown>, seed: number): Record<string, unknown> {
+  const frozen = settings.frozenPolicy;
+  if (typeof frozen !== 'string' || !frozen.includes('{seed}')) return settings;
+  return { ...settings, frozenPolicy: frozen.replaceAll('{seed}', String(seed)) };
 }
 
 export function runIdOf(name: string, label: string, seed: number): string {

@@ -59,6 +59,11 @@ export async function loadOrt(): Promise<typeof Ort> {
   return ortModule;
 }
 
+/** onnxruntime-node's package version, read from its package.json (without loading the library). */
+export function ortVersion(): string {
+  return (createRequire(import.meta.url)('onnxruntime-node/package.json') as { version: string }).version;
+}
+
 /** The folder holding onnxruntime-node's native binaries for this platform. */
 function ortBinDir(): string {
   const pkg = dirname(createRequire(import.meta.url).resolve('onnxruntime-node/package.json'));

@@ -54,6 +54,9 @@ export const DEFAULT_TRAIN_HYPER: TrainHyper = {
   dpoBeta: 0.1, // Rafailov et al. 2023's usual value; read only by DPO graphs
 };
 
+/** Where AdamW runs when TrainerOptions.optimizer is not given (run.started records it). */
+export const DEFAULT_OPTIMIZER = 'host' as const;
+
 export interface TrainerOptions {
   batch: number;
   seq: number;
@@ -175,7 +178,10 @@ export class Trainer {
   /** Builds the graph and the session once; `params` are copied in, moments start at zero. */
   static async create(cfg: PolicyConfig, params: Params, opts: TrainerOptions): Promise<Trainer> {
     const ort = await loadOrt();
-    const bytes = buildTrainGraph(cfg, { ...opts, optimizer: opts.optimizer ?? 'host' }).serialize();
+    const bytes = buildTrainGraph(cfg, {
+      ...opts,
+      optimizer: opts.optimizer ?? DEFAULT_OPTIMIZER,
+    }).serialize();
     const { session, createMs } = await createSession(bytes, opts.session ?? {});
     const trainer = new Trainer(ort, session, cfg, opts, createMs);
     trainer.setParams(params);
@@ -188,7 +194,7 @@ export class Trainer {
   }
 
   private get host() {
-    return (this.opts.optimizer ?? 'host') === 'host';
+    return (this.opts.optimizer ?? DEFAULT_OPTIMIZER) === 'host';
   }
 
   /** `values` copied into `into` when it exists (host: arrays are updated in place), else a new array. */

@@ -27,6 +27,7 @@ import type { Json } from '../util/json.js';
 export type RolloutFact =
   | {
       type: 'rollout.started';
+      step: number;
       questionId: string;
       rolloutId: string;
       path: RolloutPath;
@@ -36,6 +37,7 @@ export type RolloutFact =
     }
   | {
       type: 'rollout.turn';
+      step: number;
       questionId: string;
       rolloutId: string;
       policyVersion: number;
@@ -47,6 +49,7 @@ export type RolloutFact =
     }
   | {
       type: 'tool.called';
+      step: number;
       /** The tool's name (src/tools). */
       tool: string;
       questionId: string;
@@ -61,7 +64,7 @@ export type RolloutFact =
       latencyMs: number;
       error: string | null;
     }
-  | { type: 'rollout.completed'; result: RolloutResult };
+  | { type: 'rollout.completed'; step: number; result: RolloutResult };
 
 /** What a question machine reports: its rollouts' lifecycle, completion and boundary label. */
 export type QuestionFact =

@@ -68,6 +68,7 @@ export function rolloutIdOf(step: number, questionId: string, path: RolloutPath,
 /** The inputs of every rollout of a question, with-tool first. Pure. */
 export function rolloutInputs(q: QuestionInput): RolloutInput[] {
   const make = (path: RolloutPath, index: number): RolloutInput => ({
+    step: q.step,
     questionId: q.question.id,
     rolloutId: rolloutIdOf(q.step, q.question.id, path, index),
     index,

@@ -46,6 +46,8 @@ export interface RolloutLimits {
 
 /** One rollout to run: ids, path, policy version, prompt, gold answers, seed, limits and sampling. */
 export interface RolloutInput {
+  /** The training step the rollout belongs to: its events are keyed by it (eval rollouts: 0). */
+  step: number;
   questionId: string;
   rolloutId: string;
   index: number;
@@ -226,6 +228,7 @@ export const rolloutMachine = setup({
     type: 'report',
     params: ({ context: c }) => ({
       type: 'rollout.started' as const,
+      step: c.step,
       questionId: c.questionId,
       rolloutId: c.rolloutId,
       path: c.path,
@@ -286,6 +289,7 @@ export const rolloutMachine = setup({
               type: 'report',
               params: ({ context: c }) => ({
                 type: 'rollout.turn' as const,
+                step: c.step,
                 questionId: c.questionId,
                 rolloutId: c.rolloutId,
                 policyVersion: c.policyVersion,
@@ -334,6 +338,7 @@ export const rolloutMachine = setup({
               type: 'report',
               params: ({ context: c, event }) => ({
                 type: 'tool.called' as const,
+                step: c.step,
                 tool: event.output.tool,
                 questionId: c.questionId,
                 rolloutId: c.rolloutId,
@@ -363,7 +368,11 @@ export const rolloutMachine = setup({
         assign({ result: ({ context }) => finish(context, context.decision as StopReason) }),
         {
           type: 'report',
-          params: ({ context }) => ({ type: 'rollout.completed' as const, result: context.result! }),
+          params: ({ context }) => ({
+            type: 'rollout.completed' as const,
+            step: context.step,
+            result: context.result!,
+          }),
         },
       ],
     },

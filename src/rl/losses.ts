@@ -71,6 +71,24 @@ export const LossName = {
 /** DPO's beta where the AKBE paper gives none: Rafailov et al. 2023's usual 0.1. */
 export const DEFAULT_DPO_BETA = 0.1;
 
+/**
+ * What one loss term asks of the training loop (src/train/train-loop.ts), which reads only this and
+ * compares no loss name: the step's scalar hyperparameters, the arrays it must fill before the
+ * first update, and how the term shapes the run's training graph.
+ */
+export interface LossTrainerNeeds {
+  /** Scalar graph inputs the term sets from its options (the first term that sets one wins). */
+  hyper?: { clipEps?: number; lambda?: number; dpoBeta?: number };
+  /** The term trains the batch's akbeWeight rows (L_AKBE); with no such term they are zeroed. */
+  trainsAkbeWeight?: boolean;
+  /** pi_old of the rows marked recomputeOld is recomputed with version k before the first update. */
+  recomputeOld?: boolean;
+  /** The batch's refLogp: each DPO pair row's sequence logprob under the frozen reference v0. */
+  referenceLogprobs?: boolean;
+  /** The training graph has DPO's pair inputs (fixed for a run: src/actors/roles/roles.ts). */
+  dpoGraph?: boolean;
+}
+
 /** What a loss term registers: a description, the options it reads and their validation. */
 export interface LossSpec {
   description: string;
@@ -78,6 +96,8 @@ export interface LossSpec {
   options: readonly string[];
   /** Throws a RangeError naming the option when a value is invalid. */
   validate(opts: Readonly<Record<string, unknown>>): void;
+  /** What the training loop does for this term, given its (validated) options; default nothing. */
+  trainer?(opts: Readonly<Record<string, number>>): LossTrainerNeeds;
 }
 
 const LOSSES = new NamedRegistry<LossSpec>('loss');
@@ -107,11 +127,13 @@ registerLoss(LossName.GRPO, {
   description: 'token-mean PPO clipped surrogate over with-tool rollouts, GRPO advantages, beta = 0',
   options: ['clipEps'],
   validate: clipEps,
+  trainer: (o) => ({ hyper: { clipEps: o.clipEps } }),
 });
 registerLoss(LossName.AKBE_NLL, {
   description: 'lambda * token-mean NLL of each question target (at most one per question)',
   options: ['lambda'],
   validate: lambda,
+  trainer: (o) => ({ hyper: { lambda: o.lambda }, trainsAkbeWeight: true }),
 });
 registerLoss(LossName.AKBE_CLIPPED, {
   description: 'lambda * PPO-style clipped surrogate of each target with advantage +1',
@@ -120,6 +142,8 @@ registerLoss(LossName.AKBE_CLIPPED, {
     lambda(o);
     clipEps(o);
   },
+  // Its clip eps is GRPO's (one graph input): the term's own copy only documents it.
+  trainer: (o) => ({ hyper: { lambda: o.lambda }, trainsAkbeWeight: true, recomputeOld: true }),
 });
 
 registerLoss(LossName.DPO, {
@@ -129,10 +153,47 @@ registerLoss(LossName.DPO, {
     lambda(o);
     requireNumber(o, 'beta', (x) => x > 0, 'a number > 0');
   },
+  trainer: (o) => ({
+    hyper: { lambda: o.lambda, dpoBeta: o.beta },
+    referenceLogprobs: true,
+    dpoGraph: true,
+  }),
 });
 
 /** One term of a step's objective as sent to the trainer: the registered loss name and its options. */
 export interface LossTerm {
   name: string;
   options: Record<string, number>;
+}
+
+/** What a step's loss terms together ask of the training loop (LossTrainerNeeds, merged). */
+export interface TrainerPlan {
+  /** PPO clip eps of the graph (0.2 when no term sets one). */
+  clipEps: number;
+  /** The weight of L_AKBE and L_DPO (0 when no term sets one). */
+  lambda: number;
+  dpoBeta?: number;
+  trainsAkbeWeight: boolean;
+  recomputeOld: boolean;
+  referenceLogprobs: boolean;
+  dpoGraph: boolean;
+}
+
+/** The merged needs of `terms`, each read from its registered spec (an unknown name throws). */
+export function trainerPlan(terms: readonly LossTerm[]): TrainerPlan {
+  const needs = terms.map((t) => getLoss(t.name).trainer?.(t.options) ?? {});
+  const first = <K extends 'clipEps' | 'lambda' | 'dpoBeta'>(k: K) =>
+    needs.find((n) => n.hyper?.[k] !== undefined)?.hyper?.[k];
+  const any = (k: 'trainsAkbeWeight' | 'recomputeOld' | 'referenceLogprobs' | 'dpoGraph') =>
+    needs.some((n) => n[k] === true);
+  const dpoBeta = first('dpoBeta');
+  return {
+    clipEps: first('clipEps') ?? 0.2,
+    lambda: first('lambda') ?? 0,
+    ...(dpoBeta !== undefined ? { dpoBeta } : {}),
+    trainsAkbeWeight: any('trainsAkbeWeight'),
+    recomputeOld: any('recomputeOld'),
+    referenceLogprobs: any('referenceLogprobs'),
+    dpoGraph: any('dpoGraph'),
+  };
 }

@@ -163,7 +163,7 @@ export function factsToEvents(
   add(
     'run.started',
     {
-      algo: config.algo === 'akbe' ? 'grpo+akbe' : 'grpo',
+      algo: config.algo,
       config: { ...config, toolCallCount: 'emitted' }, // as runSetup records it
       seeds: { run: config.seed },
       worldRef: 'world:test',

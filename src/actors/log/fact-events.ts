@@ -20,8 +20,6 @@ import type { RolloutResult } from '../../rl/types.js';
 
 export interface FactContext {
   runId: string;
-  /** Step of rollout-scoped facts (their facts carry no step; the rollout command does). */
-  step?: number;
   /** Timing of a learner step, keyed by step. */
   timing?: (step: number) => StepTiming | undefined;
   /** Where the checkpoint of a published version lives. */
@@ -48,18 +46,6 @@ export class FactMappingError extends Error {
   }
 }
 
-/** The step of a rollout id (`s<step>.<question>.<wt|nt><i>`, src/machines/question.ts). */
-export function stepOfRolloutId(rolloutId: string): number | undefined {
-  const m = /^s(\d+)\./.exec(rolloutId);
-  return m ? Number(m[1]) : undefined;
-}
-
-function rolloutStep(ctx: FactContext, rolloutId: string, type: string): number {
-  const step = ctx.step ?? stepOfRolloutId(rolloutId);
-  if (step === undefined) throw new FactMappingError(type, `no step for rollout ${rolloutId}`);
-  return step;
-}
-
 /** The meta of a rollout fact that carries its seed (rollout.started, rollout.turn). */
 function rolloutFactMeta(
   ctx: FactContext,
@@ -67,7 +53,7 @@ function rolloutFactMeta(
 ) {
   return {
     runId: ctx.runId,
-    step: rolloutStep(ctx, fact.rolloutId, fact.type),
+    step: fact.step,
     policyVersion: fact.policyVersion,
     questionId: fact.questionId,
     rolloutId: fact.rolloutId,
@@ -201,7 +187,7 @@ function rolloutEvent(
         },
         {
           runId,
-          step: rolloutStep(ctx, fact.rolloutId, fact.type),
+          step: fact.step,
           policyVersion: fact.policyVersion,
           questionId: fact.questionId,
           rolloutId: fact.rolloutId,
@@ -210,7 +196,7 @@ function rolloutEvent(
       );
     case 'rollout.completed': {
       const r = fact.result;
-      return rolloutCompletedEvent(runId, rolloutStep(ctx, r.rolloutId, fact.type), r, clock);
+      return rolloutCompletedEvent(runId, fact.step, r, clock);
     }
   }
 }

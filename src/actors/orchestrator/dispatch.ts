@@ -44,6 +44,12 @@ import type { RolloutResult } from '../../rl/types.js';
 import { pack } from '../nats/wire.js';
 import { type RolloutCommand, rolloutConsumerName } from '../rollout/protocol.js';
 
+/** A dispatched rollout, by its command's stream sequence (the max-deliveries advisory names only that). */
+export interface DispatchedRollout {
+  rolloutId: string;
+  step: number;
+}
+
 export interface DispatchOptions {
   /** Time a worker has to ack (or send a heartbeat) before the rollout is redelivered. */
   ackWaitMs?: number;

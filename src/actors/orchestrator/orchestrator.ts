@@ -21,7 +21,6 @@
  * crashed orchestrator still queued are purged.
  */
 import { createEvent } from '../../events/catalog.js';
-import { stepOfRolloutId } from '../log/fact-events.js';
 import { RunLock, RunLockLostError } from '../nats/run-lock.js';
 import { offlineTargets } from './offline-targets.js';
 import { RolloutGaveUpError, RolloutsStalledError } from './rollout-deadlines.js';
@@ -133,7 +132,7 @@ async function recordFailure(
   const last = sink.lastPushed;
   const version = Math.max(setup.machineInput.initialVersion ?? 0, last?.policyVersion ?? 0);
   const reason = String((cause as Error)?.message ?? cause).split('\n')[0];
-  const step = gaveUp ? (stepOfRolloutId(gaveUp.rolloutId) ?? 0) : (last?.step ?? 0);
+  const step = gaveUp ? gaveUp.step : (last?.step ?? 0);
   const finished = createEvent(
     'run.finished',
     {

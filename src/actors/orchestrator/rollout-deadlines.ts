@@ -18,13 +18,14 @@ import { decodeAtEdge, type EdgeGate } from '../../events/edge-gate.js';
 import { int, object, string } from '../../events/schema.js';
 import { COMMAND_STREAM, DEAD_LETTER_STREAM, deadLetterSubject } from '../../events/subjects.js';
 import { rolloutConsumerName } from '../rollout/protocol.js';
-import type { CompletionWatcher } from './dispatch.js';
+import type { CompletionWatcher, DispatchedRollout } from './dispatch.js';
 
 export class RolloutGaveUpError extends Error {
   constructor(
     readonly runId: string,
     readonly rolloutId: string,
     readonly reason: string,
+    readonly step: number,
   ) {
     super(`run ${runId}: rollout ${rolloutId} gave up after its delivery attempts: ${reason}`);
     this.name = 'RolloutGaveUpError';
@@ -55,8 +56,8 @@ export interface DeadlineOptions {
   jsm: JetStreamManager;
   runId: string;
   watcher: CompletionWatcher;
-  /** The rollout id of a dispatched command's stream sequence. */
-  rolloutOfSeq: (seq: number) => string | undefined;
+  /** The rollout of a dispatched command's stream sequence. */
+  rolloutOfSeq: (seq: number) => DispatchedRollout | undefined;
   edge: EdgeGate;
   stallMs: number;
 }
@@ -78,10 +79,11 @@ export function enforceRolloutDeadlines(o: DeadlineOptions): () => void {
           }),
         false,
       );
-      const rolloutId = a ? o.rolloutOfSeq(a.stream_seq) : undefined;
-      if (!a || !rolloutId) return;
+      const rollout = a ? o.rolloutOfSeq(a.stream_seq) : undefined;
+      if (!a || !rollout) return;
+      const { rolloutId, step } = rollout;
       void causeOf(o, a.stream_seq).then((reason) =>
-        o.watcher.fail(rolloutId, new RolloutGaveUpError(o.runId, rolloutId, reason)),
+        o.watcher.fail(rolloutId, new RolloutGaveUpError(o.runId, rolloutId, reason, step)),
       );
     },
   });

@@ -10,7 +10,7 @@ import type { CheckpointStore } from '../checkpoints/checkpoints.js';
 import { type Role, type StartedRoles, startRoles } from '../roles/roles.js';
 import { parseTrainProgress } from '../services/trainer/train-progress.js';
 import { trainProgressSubject } from '../services/trainer/trainer-service.js';
-import { CompletionWatcher } from './dispatch.js';
+import { CompletionWatcher, type DispatchedRollout } from './dispatch.js';
 import { enforceRolloutDeadlines } from './rollout-deadlines.js';
 import type { RunSetup } from './run-setup.js';
 import type { TrainingOptions } from './training-options.js';
@@ -21,7 +21,7 @@ export class RunServices {
   readonly edge: EdgeGate;
   readonly watcher: CompletionWatcher;
   /** The command stream sequence of each dispatched rollout (the max-deliveries advisory names it). */
-  readonly seqToRollout = new Map<number, string>();
+  readonly seqToRollout = new Map<number, DispatchedRollout>();
   private roles: StartedRoles | null = null;
   private stopProgress = () => {};
   private stopDeadlines = () => {};

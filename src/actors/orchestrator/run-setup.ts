@@ -88,7 +88,7 @@ export function runSetup(r: LoadedRun): RunSetup {
     note,
     spec,
     runStarted: {
-      algo: cfg.algo === 'akbe' ? 'grpo+akbe' : cfg.algo,
+      algo: cfg.algo,
       config,
       seeds: { run: cfg.seed },
       worldRef: spec.worldDir,

@@ -4,8 +4,9 @@
  * policy's context, tools, the search index), its pure setup (run-setup.ts), and run.started in the
  * log (a fresh run) or the crashed orchestrator's stale commands purged (a resumed one).
  */
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { type AkbeEvent, createEvent } from '../../events/catalog.js';
+import { type AkbeEvent, createEvent, type TrainerRuntimeData } from '../../events/catalog.js';
 import { foldRun } from '../../events/projection.js';
 import {
   lastCategories,
@@ -15,6 +16,8 @@ import {
 } from '../../events/projections/resume-point.js';
 import { defaultReplicas } from '../../events/streams.js';
 import { checkpointLimits } from '../../gpu/checkpoint.js';
+import { ortVersion } from '../../gpu/session.js';
+import { DEFAULT_OPTIMIZER } from '../../gpu/trainer.js';
 import type { QuestionSpec } from '../../machines/question.js';
 import type { TextEnvironment } from '../../text/environment.js';
 import { DEFAULT_TOOLS, toolsNamed } from '../../tools/registry.js';
@@ -64,6 +67,39 @@ export function questionSpecOf(
 function rolloutDecoder(o: TrainingOptions): 'embedded' | 'external' | undefined {
   if (o.roles && !o.roles.includes('policy')) return undefined;
   return o.engine ? 'external' : 'embedded';
+}
+
+/**
+ * What the trainer of this process trains with, for run.started (a verifier refuses another
+ * runtime): null when the trainer role runs in another process, whose settings this one cannot see.
+ */
+export function trainerRuntimeOf(
+  o: Pick<TrainingOptions, 'roles' | 'device' | 'threads' | 'spec'>,
+): TrainerRuntimeData | null {
+  if (o.roles && !o.roles.includes('trainer')) return null;
+  return {
+    ortVersion: ortVersion(),
+    executionProvider: o.device ?? 'cpu',
+    intraOpThreads: o.threads ?? 0,
+    hostCpus: availableParallelism(),
+    optimizer: DEFAULT_OPTIMIZER,
+    dtype: 'float32',
+    batchInvariantDecode: o.spec.train.batchInvariantDecode,
+  };
+}
+
+/**
+ * A resumed run's trainer runtime against run.started's: a line naming what changed (the steps
+ * from here train under it, and verification of them compares against another runtime's bits).
+ */
+function runtimeChangeNote(recorded: TrainerRuntimeData | null | undefined, now: TrainerRuntimeData | null) {
+  if (!recorded || !now) return null;
+  const changed = (Object.keys(now) as (keyof TrainerRuntimeData)[])
+    .filter((k) => recorded[k] !== now[k])
+    .map((k) => `${k} ${recorded[k]} -> ${now[k]}`);
+  return changed.length
+    ? `resume: the trainer runtime differs from run.started's (${changed.join(', ')}); the steps from here may not verify bit for bit`
+    : null;
 }
 
 async function readResumePoint(o: TrainingOptions): Promise<ResumePoint> {
@@ -175,6 +211,8 @@ export async function openRun(o: TrainingOptions, log: (line: string) => void): 
     log(
       `resume: run ${runId} at step ${resumed.step + 1}, policy v${resumed.version}; ${purged} stale rollout commands purged`,
     );
+    const note = runtimeChangeNote(point.runStarted?.data.trainerRuntime, trainerRuntimeOf(o));
+    if (note) log(note);
   }
 
   const pruner = checkpointPruner(checkpoints, o.spec.keepCheckpoints ?? DEFAULT_KEEP_CHECKPOINTS, log);
@@ -189,6 +227,7 @@ export async function openRun(o: TrainingOptions, log: (line: string) => void): 
     const decoder = rolloutDecoder(o);
     const runStarted = {
       ...setup.runStarted,
+      trainerRuntime: trainerRuntimeOf(o),
       config: {
         ...setup.runStarted.config,
         basePolicySha256: base.sha256,

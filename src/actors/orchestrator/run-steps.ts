@@ -19,9 +19,9 @@ import { abortable } from '../../util/abortable.js';
 import { killPoint, killPointArmed } from '../../util/kill-point.js';
 import type { PublishedCheckpoint } from '../checkpoints/checkpoints.js';
 import type { EventSink } from '../log/event-sink.js';
-import { factToEvent, stepOfRolloutId } from '../log/fact-events.js';
+import { factToEvent } from '../log/fact-events.js';
 import { requestTrain } from '../services/trainer/trainer-service.js';
-import { type CompletionWatcher, dispatchRollout } from './dispatch.js';
+import { type CompletionWatcher, type DispatchedRollout, dispatchRollout } from './dispatch.js';
 import { OracleRates } from './oracle-rates.js';
 import type { RunSetup } from './run-setup.js';
 import { stepReport } from './step-report.js';
@@ -31,7 +31,7 @@ import type { TrainingOptions } from './training-options.js';
 export interface StepDeps {
   watcher: CompletionWatcher;
   /** Filled with each dispatched rollout's command sequence (the deadlines name rollouts by it). */
-  seqToRollout: Map<number, string>;
+  seqToRollout: Map<number, DispatchedRollout>;
   sink: EventSink;
   published: Map<number, PublishedCheckpoint>;
   padId: number;
@@ -51,9 +51,9 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
   const epoch = Date.now();
   const timer = new StepTimer(cfg.batchQuestions * (cfg.gWithTool + cfg.gNoTool));
   const rollout = fromPromise<RolloutResult, RolloutInput>(async ({ input, signal }) => {
-    const step = stepOfRolloutId(input.rolloutId) ?? 0;
-    if (!d.watcher.has(input.rolloutId))
-      d.seqToRollout.set(await dispatchRollout(js, { runId, step, input }, epoch), input.rolloutId);
+    const { step, rolloutId } = input;
+    if (!d.watcher.has(rolloutId))
+      d.seqToRollout.set(await dispatchRollout(js, { runId, input }, epoch), { rolloutId, step });
     const result = await abortable(d.watcher.wait(input.rolloutId), signal);
     o.onRollout?.(step, timer.rolloutDone(step), timer.rolloutsPerStep);
     return result;

@@ -27,7 +27,7 @@ import { loadRecordedPlugins, type PluginRef, pluginRefsOf } from '../../plugins
 import { IndexSearcher } from '../../retrieval/searcher.js';
 import { lossTermsFor } from '../../rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG, type TrainConfig, validateTrainConfig } from '../../rl/config.js';
-import { LossName } from '../../rl/losses.js';
+import { trainerPlan } from '../../rl/losses.js';
 import { CompletionsClient } from '../../serve/completions-client.js';
 import { loadEnvironment, stopPieces, type TextEnvironment } from '../../text/environment.js';
 import { DEFAULT_TOOLS } from '../../tools/registry.js';
@@ -147,7 +147,7 @@ export async function startPolicyHandle(
         ...(spec.train.dualClip !== null ? { dualClipC: spec.train.dualClip } : {}),
         ...(spec.train.logRatioClamp !== null ? { ratioClamp: spec.train.logRatioClamp } : {}),
       },
-      dpo: lossTermsFor(spec.train).some((l) => l.name === LossName.DPO),
+      dpo: trainerPlan(lossTermsFor(spec.train)).dpoGraph,
       ...(spec.train.maxStaleness > 0 ? { decoupled: true } : {}),
     },
   });
@@ -223,6 +223,8 @@ export interface RoleOptions extends PolicyRoleOptions {
   version?: number;
   inspect?: (event: InspectionEvent) => void;
   log?: (line: string) => void;
+  /** The orchestrator's public nkey (U...): the trainer trains only on requests it signed. */
+  trainSigner?: string;
 }
 
 /** Starts `roles` for a run in this process (policy and trainer share one policy when both run). */
@@ -290,7 +292,7 @@ export async function startRoles(
           trainerPolicy = h;
         } else trainerPolicy = await embedded();
         started.trainer = trainerPolicy;
-        const s = new TrainerService(nc, runId, trainerPolicy, checkpoints, decoupled);
+        const s = new TrainerService(nc, runId, trainerPolicy, checkpoints, decoupled, opts.trainSigner);
         stops.push(() => s.stop());
       }
     }

@@ -80,6 +80,7 @@ export async function evalRollouts(
       const prompt = path === 'with-tool' ? q.withToolPrompt : q.noToolPrompt;
       const actor = createActor(machine, {
         input: {
+          step: 0, // not a training step: an evaluation's rollouts become no rollout events
           questionId: q.id,
           rolloutId: `${o.idPrefix ?? 'eval'}.${q.id}.${path === 'with-tool' ? 'wt' : 'nt'}${k}`,
           index: k,

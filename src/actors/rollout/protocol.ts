@@ -7,7 +7,7 @@ import type { RolloutInput } from '../../machines/rollout.js';
 
 export interface RolloutCommand {
   runId: string;
-  step: number;
+  /** The rollout's step rides in its input (one type from the question machine to the worker). */
   input: RolloutInput;
 }
 

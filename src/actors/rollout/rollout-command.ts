@@ -25,6 +25,7 @@ function rolloutInputSchema(vocabSize: number) {
   return object<RolloutInput>({
     questionId: string({ nonEmpty: true }),
     rolloutId: string({ nonEmpty: true }),
+    step: int({ min: 0 }),
     index: int({ min: 0 }),
     path: oneOf(['with-tool', 'no-tool'] as const),
     policyVersion: int({ min: 0 }),
@@ -59,13 +60,12 @@ export function parseRolloutCommand(
   const schema = object<RolloutCommand>(
     {
       runId: string({ nonEmpty: true }),
-      step: int({ min: 0 }),
       input: rolloutInputSchema(opts.vocabSize ?? 2 ** 31),
     },
     (c) => {
       if (c.runId !== runId)
         return ['runId', `must be this worker's run ${runId} (got ${JSON.stringify(c.runId)})`];
-      const expected = rolloutIdOf(c.step, c.input.questionId, c.input.path, c.input.index);
+      const expected = rolloutIdOf(c.input.step, c.input.questionId, c.input.path, c.input.index);
       if (c.input.rolloutId !== expected)
         return [
           'input.rolloutId',

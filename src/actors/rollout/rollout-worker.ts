@@ -175,14 +175,14 @@ export class RolloutWorker implements AsyncDisposable {
       const sink = new EventSink(this.store);
       const actor = createActor(machine, { input: cmd.input, inspect: this.opts.inspect });
       actor.on('*', (fact) => {
-        sink.push(factToEvent(fact as AkbeFact, { runId, step: cmd.step }));
-        if ((fact as AkbeFact).type === 'rollout.started' && killPointArmed('rollout-start', cmd.step))
-          void sink.flush().then(() => killPoint('rollout-start', cmd.step));
+        sink.push(factToEvent(fact as AkbeFact, { runId }));
+        if ((fact as AkbeFact).type === 'rollout.started' && killPointArmed('rollout-start', cmd.input.step))
+          void sink.flush().then(() => killPoint('rollout-start', cmd.input.step));
       });
       actor.start();
       await toPromise(actor as AnyActorRef);
       await sink.flush();
-      killPoint('rollout', cmd.step);
+      killPoint('rollout', cmd.input.step);
       clearInterval(heartbeat);
     } catch (err) {
       clearInterval(heartbeat);

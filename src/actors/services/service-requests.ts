@@ -172,6 +172,9 @@ export function parseTrainCall(
       epochs: int({ min: 1, max: 1000 }),
       rowsPerUpdate: int({ min: 1, max: 1 << 16 }),
       padId: int({ min: 0 }),
+      signature: optional(
+        object({ signer: string({ nonEmpty: true }), signature: string({ nonEmpty: true }) }),
+      ),
     },
     (r) => {
       const widest = Math.max(...r.batch.miniBatches.map((m) => m.length));

@@ -25,7 +25,7 @@ import YAML from 'yaml';
 import { NatsConnectError, NatsLostError } from '../../actors/nats/connection.js';
 import type { EventStore } from '../../events/store.js';
 import type { ExperimentSpec, PlannedRun } from '../../experiments/spec.js';
-import { SpecError } from '../../experiments/spec.js';
+import { SpecError, settingsForSeed } from '../../experiments/spec.js';
 import { Progress } from '../../util/progress.js';
 import { ConfigFileError, type JobConfig, parseJobConfig, runTrainJob } from './train-job.js';
 
@@ -80,7 +80,7 @@ export async function jobConfigOf(spec: ExperimentSpec, run: PlannedRun): Promis
     }
   }
   const { label: _label, ...settings } = run.cell.settings;
-  const merged = { ...base, ...spec.over, ...settings, seed: run.seed };
+  const merged = { ...base, ...spec.over, ...settingsForSeed(settings, run.seed), seed: run.seed };
   try {
     return await parseJobConfig(JSON.stringify(merged), `${spec.file}.json`);
   } catch (err) {

@@ -4,7 +4,6 @@
  * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
  */
 import {
-  type CommandContext,
   type CommandSpec,
   choiceFlag,
   intFlag,
@@ -12,29 +11,9 @@ import {
   requireString,
   UsageError,
 } from '../command.js';
-import { ALLOW_HOST_FLAG, WEIGHTS_DTYPE_FLAG, weightsDtypeFlag } from '../common-flags.js';
+import { ALLOW_HOST_FLAG, secretFromFlags, WEIGHTS_DTYPE_FLAG, weightsDtypeFlag } from '../common-flags.js';
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
-
-/**
- * The key from `--api-key-file` (the user's own file, mode 0600 or stricter) or `AKBE_API_KEY`.
- * `--api-key KEY` is refused: every local user can read a process's arguments (`ps`).
- */
-async function apiKeyFlags(ctx: CommandContext): Promise<string | undefined> {
-  if (ctx.flags['api-key'] !== undefined)
-    throw new UsageError(
-      '--api-key puts the key in `ps` for every user: use --api-key-file PATH (mode 0600) or AKBE_API_KEY',
-    );
-  const file = optionalString(ctx, 'api-key-file');
-  if (file === undefined) return process.env.AKBE_API_KEY || undefined;
-  const { readSecretFile, SecretFileError } = await import('../../util/secret-file.js');
-  try {
-    return await readSecretFile(file);
-  } catch (err) {
-    if (err instanceof SecretFileError) throw new UsageError(`--api-key-file: ${err.message}`);
-    throw err;
-  }
-}
 
 const serve: CommandSpec = {
   path: ['policy', 'serve'],
@@ -86,7 +65,11 @@ const serve: CommandSpec = {
     const host = optionalString(ctx, 'host') ?? '127.0.0.1';
     const { DEVICE_CHOICES } = await import('../../gpu/session.js');
     const { serveCheckpoint } = await import('../../serve/policy-server.js');
-    const apiKey = await apiKeyFlags(ctx);
+    const apiKey = await secretFromFlags(ctx, {
+      file: 'api-key-file',
+      refused: 'api-key',
+      env: 'AKBE_API_KEY',
+    });
     if (!LOOPBACK.has(host) && !apiKey)
       ctx.err.write(
         `warning: --host ${host} exposes the policy beyond this machine with no --api-key-file\n`,

@@ -99,7 +99,7 @@ const train: CommandSpec = {
     ...SHARED_FLAGS,
   },
   async run(ctx) {
-    const engine = engineOptions(ctx);
+    const engine = await engineOptions(ctx);
     const noWorkers = ctx.flags['no-workers'] === true;
     if (engine && noWorkers)
       throw new UsageError(

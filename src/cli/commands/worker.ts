@@ -73,7 +73,7 @@ const worker: CommandSpec = {
       concurrency: Number(ctx.flags.concurrency),
       threads: Number(ctx.flags.threads),
       device: ctx.flags.device as 'cpu',
-      engine: engineOptions(ctx),
+      engine: await engineOptions(ctx),
       log,
     });
     ctx.err.write(`worker ${process.pid}: serving run ${runId} as ${roles.join(', ')} on ${nats.url}\n`);

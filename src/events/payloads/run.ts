@@ -4,6 +4,7 @@
  */
 import {
   array,
+  bool,
   type Json,
   json,
   nullable,
@@ -22,7 +23,7 @@ export const RUN_STATUSES = ['completed', 'failed', 'aborted'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 
 export interface RunStartedData {
-  /** Registered algorithm name, e.g. 'grpo', 'grpo+akbe', 'otc-po'. */
+  /** Registered algorithm name, e.g. 'grpo', 'akbe', 'otc-po' (logs before session 9: 'grpo+akbe' for akbe). */
   algo: string;
   /** The full resolved run config (every default filled in), so the run can be repeated. */
   config: { [key: string]: Json };
@@ -36,7 +37,40 @@ export interface RunStartedData {
   akbeVersion: string;
   /** Size of the training question pool the run machine samples each step's B questions from (replay re-draws them). */
   questionPoolSize?: number;
+  /**
+   * v2: what the trainer's arithmetic ran on, so a verifier (`akbe replay --verify-training`) can
+   * refuse to compare weights made under another runtime. null: a v1 log, or a run whose trainer
+   * role ran in another process (`akbe train --no-workers`), which run.started cannot see.
+   */
+  trainerRuntime?: TrainerRuntimeData | null;
 }
+
+/** The settings a training step's bits depend on beyond the request and the weights (issue 22 item 2). */
+export interface TrainerRuntimeData {
+  /** onnxruntime-node's package version (its native library is the same build). */
+  ortVersion: string;
+  /** The ORT execution provider asked for: cpu | webgpu | cuda | auto (auto: the first usable). */
+  executionProvider: string;
+  /** ORT intra-op threads; 0 = ORT's default, one per physical core of `hostCpus`' machine. */
+  intraOpThreads: number;
+  /** Logical CPUs of the trainer's machine (os.availableParallelism), what ORT's default follows. */
+  hostCpus: number;
+  /** Where AdamW runs: 'host' (in place, src/gpu/adamw.ts) or 'graph' (inside the train graph). */
+  optimizer: 'host' | 'graph';
+  /** The trainer's float type. */
+  dtype: 'float32' | 'float64';
+  /** The decoder's batch invariance (config.train.batchInvariantDecode): rollouts repeat bit for bit. */
+  batchInvariantDecode: boolean;
+}
+const trainerRuntime: Schema<TrainerRuntimeData> = object<TrainerRuntimeData>({
+  ortVersion: text(),
+  executionProvider: text(),
+  intraOpThreads: count(),
+  hostCpus: count(),
+  optimizer: oneOf(['host', 'graph'] as const),
+  dtype: oneOf(['float32', 'float64'] as const),
+  batchInvariantDecode: bool(),
+});
 export const runStarted: Schema<RunStartedData> = object<RunStartedData>(
   {
     algo: text(),
@@ -46,6 +80,7 @@ export const runStarted: Schema<RunStartedData> = object<RunStartedData>(
     policyRef: text(),
     akbeVersion: text(),
     questionPoolSize: optional(count()),
+    trainerRuntime: optional(nullable(trainerRuntime)),
   },
   (d) => ('run' in d.seeds ? null : ['seeds.run', 'is required (the root seed)']),
 );

@@ -2,20 +2,15 @@
  * What the trainer service speaks on `svc.train`: the learner's request for one step and the
  * reply naming the published version. service-requests.ts validates the request at the edge.
  */
-import type { TrainBatch } from '../../../rl/batch.js';
-import type { LossTerm } from '../../../rl/losses.js';
+import type { TrainRequestSignature } from '../../../events/train-signature.js';
+import type { TrainStepInput } from '../../../train/train-loop.js';
 import type { PublishedCheckpoint } from '../../checkpoints/checkpoints.js';
 
-export interface TrainCall {
-  step: number;
+/** The training loop's input (src/train/train-loop.ts) and the version it trains from. */
+export interface TrainCall extends TrainStepInput {
   policyVersion: number;
-  batch: TrainBatch;
-  losses: LossTerm[];
-  lr: number;
-  epochs: number;
-  /** Rows of every update's graph (>= the largest mini-batch). */
-  rowsPerUpdate: number;
-  padId: number;
+  /** The orchestrator's signature over run, step, version and the request digest (train-signature.ts). */
+  signature?: TrainRequestSignature;
 }
 
 export interface TrainReply {

@@ -1,0 +1,103 @@
+/**
+ * Issue 23 item 2 against a real nats-server and the real trainer service (tiny policy): the
+ * trainer trains only on requests the run's orchestrator signed. A self-made request, a signed one
+ * replayed for a later step, and one with a token changed after signing are each answered with a
+ * TrainRequestRefused reason and train nothing (the run's current version stays 0); the signed
+ * original then trains (version 1), so the refusals are not a trainer that refuses everything.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstream } from '@nats-io/jetstream';
+import { createUser } from '@nats-io/nkeys';
+import t from 'tap';
+import { CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
+import { startRoles } from '../src/actors/roles/roles.js';
+import type { TrainCall } from '../src/actors/services/trainer/protocol.js';
+import { requestTrain } from '../src/actors/services/trainer/trainer-service.js';
+import { EventStore } from '../src/events/store.js';
+import { signTrainRequest } from '../src/events/train-signature.js';
+import { lossTermsFor } from '../src/rl/algorithms/index.js';
+import { withNats } from './helpers/nats.js';
+import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
+
+const fx = await tinyRunFixture();
+const nats = await withNats(t);
+const store = await EventStore.open(nats.nc);
+const home = mkdtempSync(join(tmpdir(), 'akbe-train-sign-'));
+t.teardown(() => rmSync(home, { recursive: true, force: true }));
+const orchestrator = createUser();
+const runId = 'sig-run';
+
+function call(step = 0, ids = [5, 6, 7, 8, 9, 10]): TrainCall {
+  const info = { questionId: 'q0', rolloutId: 'q0.wt0', path: 'with-tool', context: 'with-tool' } as const;
+  return {
+    step,
+    policyVersion: 0,
+    batch: {
+      rows: 1,
+      T: 6,
+      inputIds: Int32Array.from(ids),
+      lossMask: Float32Array.from([0, 1, 1, 1, 1]),
+      oldLogprobs: Float32Array.from([0, -3, -3, -3, -3]),
+      advantages: Float32Array.from([1]),
+      pgWeight: Float32Array.from([1]),
+      akbeWeight: Float32Array.from([0]),
+      recomputeOld: Uint8Array.from([0]),
+      rowInfo: [{ ...info, promptLength: 1, length: 6 }],
+      miniBatches: [[0]],
+      lossTokens: 4,
+    },
+    losses: lossTermsFor({ algo: 'grpo', clipEps: 0.2, akbeLossForm: 'nll', lambda: 0 }),
+    lr: 0.05,
+    epochs: 1,
+    rowsPerUpdate: 1,
+    padId: 0,
+  };
+}
+
+const checkpoints = await CheckpointStore.open(nats.nc, runId, join(home, runId));
+await checkpoints.importBase(fx.policyDir);
+const started = await startRoles(
+  nats.nc,
+  jetstream(nats.nc),
+  store,
+  checkpoints,
+  runId,
+  tinySpec(fx),
+  ['trainer'],
+  {
+    threads: 1,
+    trainSigner: orchestrator.getPublicKey(),
+  },
+);
+t.teardown(() => started.stop());
+const send = (req: TrainCall) => requestTrain(nats.nc, runId, req, { timeoutMs: 60_000 });
+
+t.test('(a) a self-made (unsigned, or signed by another key) train request is refused', async (t) => {
+  await t.rejects(send(call()), /TrainRequestRefused.*unsigned|unsigned/);
+  const rogue = { ...call(), signature: signTrainRequest(createUser().getSeed(), runId, call()) };
+  await t.rejects(send(rogue), /not by the run's orchestrator/);
+  t.not(await checkpoints.currentVersion(), 1, 'nothing trained');
+});
+
+t.test("(b) the orchestrator's signed request replayed for a later step is refused", async (t) => {
+  const replay = { ...call(1), signature: signTrainRequest(orchestrator.getSeed(), runId, call(0)) };
+  await t.rejects(send(replay), /does not verify for run sig-run step 1/);
+  t.not(await checkpoints.currentVersion(), 1, 'nothing trained');
+});
+
+t.test('(c) one token changed after signing is refused', async (t) => {
+  const signature = signTrainRequest(orchestrator.getSeed(), runId, call());
+  await t.rejects(send({ ...call(0, [5, 6, 7, 8, 9, 11]), signature }), /does not verify/);
+  t.not(await checkpoints.currentVersion(), 1, 'nothing trained');
+});
+
+t.test('the signed request itself trains', async (t) => {
+  const reply = await requestTrain(nats.nc, runId, call(), {
+    timeoutMs: 60_000,
+    seed: orchestrator.getSeed(),
+  });
+  t.equal(reply.version, 1);
+  t.equal(await checkpoints.currentVersion(), 1);
+});
