@@ -95,8 +95,8 @@ t.test('akbe runs lists both runs with status, steps and algorithm', async (t) =
   const r = await runCli('runs', '--nats', url);
   t.equal(r.code, 0, r.err);
   t.match(r.out, /^run\s+status\s+algorithm\s+steps/);
-  t.match(r.out, /clean-run\s+completed\s+grpo\+akbe\s+2\s+v2/);
-  t.match(r.out, /tampered-run\s+completed\s+grpo\+akbe\s+2\s+v2/);
+  t.match(r.out, /clean-run\s+completed\s+akbe\s+2\s+v2/);
+  t.match(r.out, /tampered-run\s+completed\s+akbe\s+2\s+v2/);
   const json = await runCli('runs', '--json', '--nats', url);
   const rows = json.out
     .trim()
