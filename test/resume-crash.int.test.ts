@@ -10,10 +10,11 @@ import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
 import { Objm } from '@nats-io/obj';
 import t from 'tap';
+import { readSeed, seedPath } from '../src/actors/nats/nats-auth.js';
 import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
 import { readRunSpec } from '../src/actors/roles/roles.js';
 import { auditRun } from '../src/audit/audit.js';
-import type { AkbeEvent } from '../src/events/catalog.js';
+import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { CHECKPOINT_BUCKET } from '../src/events/subjects.js';
 import { startCli, until } from './helpers/cli-process.js';
@@ -104,6 +105,15 @@ t.test(
     t.equal(count('learner.step'), 3);
     t.equal(count('boundary.labeled'), 3 * spec.train.batchQuestions, 'labels written once');
     t.equal(count('run.started'), 1);
+    // akbe train signs its train requests with the orchestrator's key, and says which in the log
+    // (its steps trained, so its own trainer accepted them: issue 23 item 2 by default).
+    const signer = events.find((e): e is EventOf<'run.started'> => e.type === 'run.started')?.data
+      .trainSigner;
+    t.equal(
+      signer,
+      readSeed(seedPath(nats.authDir, 'orchestrator')).getPublicKey(),
+      'run.started.trainSigner',
+    );
     t.same(await published(), [1, 2, 3]);
     t.equal(events.find((e) => e.type === 'run.finished')?.data.status, 'completed');
     // keepCheckpoints 2 (from run.started, across the crash): v1 went once v3 was recorded, from disk

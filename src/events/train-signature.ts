@@ -33,6 +33,11 @@ function signedBytes(b: Binding, signer: string): Uint8Array {
   return new TextEncoder().encode(`${DOMAIN}${JSON.stringify(fields)}`);
 }
 
+/** The public key (U...) of an nkey seed: the signer its signatures name. */
+export function signerOf(seed: Uint8Array): string {
+  return fromSeed(seed).getPublicKey();
+}
+
 /** Signs a train request for a run with an nkey seed (SU...). */
 export function signTrainRequest(
   seed: Uint8Array,

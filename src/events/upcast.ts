@@ -127,7 +127,7 @@ UPCASTERS.register('policy.published', 1, recordedNone(['requestSha256', 'manife
 
 /**
  * run.started v1 -> v2: v2 records the trainer's runtime (ORT version, provider, threads,
- * optimizer; payloads/run.ts). A v1 log recorded none: null, and a verifier says it cannot check
- * the runtime for this log.
+ * optimizer; payloads/run.ts) and the train requests' signer. A v1 log recorded neither: null,
+ * and a verifier says it cannot check the runtime for this log.
  */
-UPCASTERS.register('run.started', 1, recordedNone(['trainerRuntime']));
+UPCASTERS.register('run.started', 1, recordedNone(['trainerRuntime', 'trainSigner']));

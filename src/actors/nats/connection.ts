@@ -109,6 +109,11 @@ export interface AkbeNats extends AsyncDisposable {
   server?: LocalNatsServer;
   /** Drains the connection and stops an owned embedded server. */
   close(): Promise<void>;
+  /**
+   * The credentials this connection presented, null when anonymous. A run's orchestrator signs
+   * its train requests with this seed (events/train-signature.ts).
+   */
+  credentials?: NatsCredentials | null;
 }
 
 export interface ConnectAkbeOptions {
@@ -177,11 +182,22 @@ async function tryConnect(
 }
 
 export async function connectAkbeNats(opts: ConnectAkbeOptions = {}): Promise<AkbeNats> {
+  const presented: { credentials: NatsCredentials | null } = { credentials: null };
+  const nats = await connectAs(opts, presented);
+  nats.credentials = presented.credentials;
+  return nats;
+}
+
+async function connectAs(
+  opts: ConnectAkbeOptions,
+  presented: { credentials: NatsCredentials | null },
+): Promise<AkbeNats> {
   const env = opts.env ?? process.env;
   const name = opts.name ?? `akbe-${process.pid}`;
   const home = opts.home ?? akbeHome(env);
   const client = (url: string) => {
     const c = natsClientOptions(home, opts.role ?? 'orchestrator', env, url);
+    presented.credentials = c.credentials;
     if (opts.reconnectForever) c.options.maxReconnectAttempts = -1;
     return c;
   };

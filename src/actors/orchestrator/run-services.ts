@@ -5,6 +5,7 @@
  * validation are dead-lettered (src/events/edge-gate.ts), never trusted and never fatal.
  */
 import { EdgeGate } from '../../events/edge-gate.js';
+import { signerOf } from '../../events/train-signature.js';
 import type { TextEnvironment } from '../../text/environment.js';
 import type { CheckpointStore } from '../checkpoints/checkpoints.js';
 import { type Role, type StartedRoles, startRoles } from '../roles/roles.js';
@@ -47,6 +48,8 @@ export class RunServices {
       searchLatencyMs: o.searchLatencyMs,
       environment,
       log,
+      // This process's trainer trains only on what this orchestrator signed.
+      ...(o.signingSeed ? { trainSigner: signerOf(o.signingSeed) } : {}),
     });
     await this.watcher.start((err) => log(`completion watcher: ${err.message}`));
     this.stopDeadlines = enforceRolloutDeadlines({

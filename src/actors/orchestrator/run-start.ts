@@ -15,6 +15,7 @@ import {
   resumePoint,
 } from '../../events/projections/resume-point.js';
 import { defaultReplicas } from '../../events/streams.js';
+import { signerOf } from '../../events/train-signature.js';
 import { checkpointLimits } from '../../gpu/checkpoint.js';
 import { ortVersion } from '../../gpu/session.js';
 import { DEFAULT_OPTIMIZER } from '../../gpu/trainer.js';
@@ -228,6 +229,7 @@ export async function openRun(o: TrainingOptions, log: (line: string) => void): 
     const runStarted = {
       ...setup.runStarted,
       trainerRuntime: trainerRuntimeOf(o),
+      trainSigner: o.signingSeed ? signerOf(o.signingSeed) : null,
       config: {
         ...setup.runStarted.config,
         basePolicySha256: base.sha256,

@@ -76,7 +76,7 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
       padId: d.padId,
     };
     requestDigests.set(input.step, trainRequestDigest(runId, request));
-    const r = await abortable(requestTrain(nc, runId, request, { signal }), signal);
+    const r = await abortable(requestTrain(nc, runId, request, { signal, seed: o.signingSeed }), signal);
     // DPO: the reference's sequence logprobs the trainer computed, for learner.step's record.
     if (r.refLogp) input.batch.refLogp = Float32Array.from(r.refLogp);
     d.published.set(r.version, {

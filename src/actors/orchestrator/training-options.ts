@@ -43,6 +43,12 @@ export interface TrainingOptions {
   afterRun?: (ctx: RunContext) => Promise<void>;
   log?: (line: string) => void;
   akbeVersion?: string;
+  /**
+   * The orchestrator's nkey seed (its NATS credentials): every train request goes signed, and
+   * the trainer roles train only on requests this key signed (events/train-signature.ts).
+   * Absent (an anonymous connection): requests go unsigned and trainers accept them.
+   */
+  signingSeed?: Uint8Array;
   /** The run lock's heartbeat interval in ms (run-lock.ts; default 5 s, tests use less). */
   lockHeartbeatMs?: number;
 }

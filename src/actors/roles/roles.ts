@@ -356,6 +356,18 @@ function evalSettingsOf(config: Record<string, unknown>): EvalSettings | undefin
 }
 
 /** Reads a run's spec from its first event (waits up to `waitMs` for it to appear). */
+/**
+ * The key that signs a run's train requests (run.started.trainSigner), or undefined when the run
+ * records none (unsigned requests: an anonymous orchestrator, or a log from before signing).
+ */
+export async function readRunSigner(store: EventStore, runId: string): Promise<string | undefined> {
+  for await (const { event } of store.replay(runId)) {
+    if (event.type === 'run.started') return event.data.trainSigner ?? undefined;
+    break;
+  }
+  return undefined;
+}
+
 export async function readRunSpec(store: EventStore, runId: string, waitMs = 0): Promise<RunSpec> {
   const deadline = Date.now() + waitMs;
   for (;;) {

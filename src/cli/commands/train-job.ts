@@ -360,6 +360,8 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     concurrency: o.concurrency,
     threads: o.threads,
     device: o.device,
+    // The orchestrator's key signs every train request (issue 23 item 2).
+    ...(nats.credentials ? { signingSeed: nats.credentials.seed } : {}),
     // Once the lost connection is reported, that line stays the last: the run unwinding after it
     // (its lock, its services) has nothing to add.
     log: (line) => {

@@ -33,7 +33,7 @@ const worker: CommandSpec = {
     for (const r of given)
       if (!(ROLE_CHOICES as readonly string[]).includes(r))
         throw new UsageError(`--role must be ${ROLE_CHOICES.join('|')} (comma-separated), got '${r}'`);
-    const { ROLES, readRunSpec, startRoles } = await import('../../actors/roles/roles.js');
+    const { ROLES, readRunSigner, readRunSpec, startRoles } = await import('../../actors/roles/roles.js');
     const roles = given.includes('all') ? [...ROLES] : (given as (typeof ROLES)[number][]);
     const { connectAkbeNats, akbeHome } = await import('../../actors/nats/connection.js');
     const { EventStore } = await import('../../events/store.js');
@@ -75,6 +75,8 @@ const worker: CommandSpec = {
       device: ctx.flags.device as 'cpu',
       engine: await engineOptions(ctx),
       log,
+      // A trainer here trains only on requests the run's orchestrator signed (run.started names it).
+      trainSigner: roles.includes('trainer') ? await readRunSigner(store, runId) : undefined,
     });
     ctx.err.write(`worker ${process.pid}: serving run ${runId} as ${roles.join(', ')} on ${nats.url}\n`);
     await new Promise<void>((resolve) => {

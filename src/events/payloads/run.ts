@@ -43,6 +43,12 @@ export interface RunStartedData {
    * role ran in another process (`akbe train --no-workers`), which run.started cannot see.
    */
   trainerRuntime?: TrainerRuntimeData | null;
+  /**
+   * v2: the orchestrator's public nkey (U...) that signs this run's train requests; a trainer in
+   * another process (`akbe worker --role trainer`) trains only on requests it signed. null: the
+   * orchestrator connected anonymously (no credentials), so requests go unsigned.
+   */
+  trainSigner?: string | null;
 }
 
 /** The settings a training step's bits depend on beyond the request and the weights (issue 22 item 2). */
@@ -81,6 +87,7 @@ export const runStarted: Schema<RunStartedData> = object<RunStartedData>(
     akbeVersion: text(),
     questionPoolSize: optional(count()),
     trainerRuntime: optional(nullable(trainerRuntime)),
+    trainSigner: optional(nullable(text())),
   },
   (d) => ('run' in d.seeds ? null : ['seeds.run', 'is required (the root seed)']),
 );
