@@ -40,6 +40,19 @@ export function decodeAtEdge<T>(what: string, decode: () => T): T {
   }
 }
 
+/**
+ * Where every akbe client takes its replies (nats.js's default inbox prefix). A service answers
+ * only there: a request whose reply subject is anything else (`$JS.API.STREAM.PURGE.AKBE_EVENTS`,
+ * an event subject, another service) would have the service publish to it with the service's
+ * own permissions, which are the orchestrator's when the roles run in its process (a confused
+ * deputy: the requester needs no permission on a reply subject).
+ */
+export const INBOX_PREFIX = '_INBOX.';
+
+export function isInbox(subject: string): boolean {
+  return subject.startsWith(INBOX_PREFIX) && subject.length > INBOX_PREFIX.length;
+}
+
 export interface EdgeStats {
   /** Messages that passed validation. */
   admitted: number;
@@ -79,6 +92,11 @@ export class EdgeGate {
   admit<T>(msg: Msg, decode: (data: Uint8Array) => T, needsReply = true): T | null {
     let value: T;
     try {
+      if (msg.reply && !isInbox(msg.reply))
+        throw new EdgeRejectedError(
+          'invalid',
+          `${this.opts.detectedBy}: reply subject ${msg.reply} is not an inbox (${INBOX_PREFIX}...); answering it would publish there with this service's permissions`,
+        );
       value = decodeAtEdge(this.opts.detectedBy, () => decode(msg.data));
       if (needsReply && !msg.reply)
         throw new EdgeRejectedError('invalid', `${this.opts.detectedBy}: a request needs a reply subject`);
@@ -92,7 +110,7 @@ export class EdgeGate {
 
   /** Refuses a core-NATS message: answers it when it can, dead-letters it otherwise. */
   reject(msg: Msg, err: EdgeRejectedError): void {
-    if (msg.reply && this.opts.respondError) {
+    if (msg.reply && isInbox(msg.reply) && this.opts.respondError) {
       try {
         this.opts.respondError(msg, err);
         this.stats.answered++;
