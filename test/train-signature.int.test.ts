@@ -8,14 +8,17 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstream } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { createUser } from '@nats-io/nkeys';
 import t from 'tap';
 import { CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
+import { pack } from '../src/actors/nats/wire.js';
 import { startRoles } from '../src/actors/roles/roles.js';
 import type { TrainCall } from '../src/actors/services/trainer/protocol.js';
-import { requestTrain } from '../src/actors/services/trainer/trainer-service.js';
+import { requestTrain, TRAINER_QUEUE } from '../src/actors/services/trainer/trainer-service.js';
+import { writeDeadLetter } from '../src/events/dead-letter.js';
 import { EventStore } from '../src/events/store.js';
+import { DEAD_LETTER_STREAM, serviceSubject } from '../src/events/subjects.js';
 import { signTrainRequest } from '../src/events/train-signature.js';
 import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import { withNats } from './helpers/nats.js';
@@ -101,3 +104,48 @@ t.test('the signed request itself trains', async (t) => {
   t.equal(reply.version, 1);
   t.equal(await checkpoints.currentVersion(), 1);
 });
+
+t.test(
+  "the issue's attack: a rollout key's push consumer delivers a stored train request to svc.train",
+  async (t) => {
+    const attacker = await nats.connectAs('rollout');
+    t.teardown(() => attacker.close());
+    const ajs = jetstream(attacker);
+    // The forged request stored where a rollout key may write (a dead letter), then a push
+    // consumer whose deliver subject is the run's svc.train in the trainers' queue group.
+    await writeDeadLetter(ajs, {
+      subject: serviceSubject(runId, 'train'),
+      bytes: pack({ ...call(1), policyVersion: 1 }),
+      reason: 'invalid',
+      detail: 'planted',
+      detectedBy: 'attacker',
+    });
+    const before = await checkpoints.currentVersion();
+    let created = 'created';
+    try {
+      const jsm = await jetstreamManager(attacker, { timeout: 5_000 });
+      await jsm.consumers.add(DEAD_LETTER_STREAM, {
+        deliver_subject: serviceSubject(runId, 'train'),
+        deliver_group: TRAINER_QUEUE,
+        ack_policy: AckPolicy.None,
+        deliver_policy: DeliverPolicy.All,
+      });
+    } catch (err) {
+      created = `refused: ${(err as Error).message}`;
+    }
+    await new Promise((r) => setTimeout(r, 1_500));
+    t.equal(await checkpoints.currentVersion(), before, `nothing trained (consumer ${created})`);
+    if (created === 'created') {
+      // Delivered, and refused at the trainer's edge: a JetStream delivery's reply is no inbox.
+      const refused = [];
+      for await (const d of store.deadLetters(runId))
+        if (d.detectedBy === 'svc.train' && /not an inbox/.test(d.detail)) refused.push(d);
+      // Refused at the trainer's edge (a JetStream delivery's reply is no inbox), and not stored
+      // again: each new dead letter would be delivered again by the same consumer, for ever.
+      t.equal(refused.length, 0, 'a delivered dead letter is not dead-lettered again (no loop)');
+      let letters = 0;
+      for await (const _ of store.deadLetters(runId)) letters++;
+      t.equal(letters, 1, "only the attacker's own letter is in the stream");
+    }
+  },
+);

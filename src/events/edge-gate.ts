@@ -12,7 +12,7 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import { jetstream } from '@nats-io/jetstream';
 import type { Msg, NatsConnection } from '@nats-io/transport-node';
-import { writeDeadLetter } from './dead-letter.js';
+import { DLQ_HEADERS, writeDeadLetter } from './dead-letter.js';
 import { SchemaViolation } from './schema.js';
 import type { DeadLetterReason } from './subjects.js';
 
@@ -62,6 +62,11 @@ export interface EdgeStats {
   deadLettered: number;
   /** Dead letters that could not be written (each also reported to `log`). */
   lost: number;
+  /**
+   * Bad messages that were dead letters already, delivered back by a consumer on the dead-letter
+   * stream: not stored again (each new letter would be delivered again, a loop that fills it).
+   */
+  dropped: number;
 }
 
 export interface EdgeGateOptions {
@@ -73,7 +78,7 @@ export interface EdgeGateOptions {
 }
 
 export class EdgeGate {
-  readonly stats: EdgeStats = { admitted: 0, answered: 0, deadLettered: 0, lost: 0 };
+  readonly stats: EdgeStats = { admitted: 0, answered: 0, deadLettered: 0, lost: 0, dropped: 0 };
   private readonly pending = new Set<Promise<void>>();
   private readonly js: JetStreamClient;
 
@@ -118,6 +123,14 @@ export class EdgeGate {
       } catch {
         // the requester is gone: keep the message as a dead letter instead
       }
+    }
+    if (msg.headers?.get(DLQ_HEADERS.detectedBy)) {
+      this.stats.dropped++;
+      if (this.stats.dropped === 1)
+        this.opts.log?.(
+          `${this.opts.detectedBy}: a dead letter was delivered here (a consumer on the dead-letter stream?): ${err.message}; not stored again`,
+        );
+      return;
     }
     this.track(this.deadLetter(msg.subject, msg.data, err));
   }
