@@ -5,13 +5,15 @@
  * on svc.generate, a viewer writing, and stream purges by non-orchestrators.
  */
 import { readFileSync, statSync } from 'node:fs';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import t from 'tap';
 import { connectAkbeNats } from '../src/actors/nats/connection.js';
 import { authConfPath, NATS_ROLES, seedPath } from '../src/actors/nats/nats-auth.js';
+import { ensureRolloutQueue } from '../src/actors/orchestrator/dispatch.js';
+import { rolloutConsumerName } from '../src/actors/rollout/protocol.js';
 import { EventStore } from '../src/events/store.js';
-import { eventSubject, serviceSubject } from '../src/events/subjects.js';
+import { COMMAND_STREAM, commandSubject, eventSubject, serviceSubject } from '../src/events/subjects.js';
 import { withNats } from './helpers/nats.js';
 import { syntheticRunEvents } from './helpers/synthetic.js';
 
@@ -136,3 +138,32 @@ async function subscribeOnce(nc: NatsConnection, subject: string): Promise<void>
   }
   await sub.closed;
 }
+
+t.test("a rollout key cannot reconfigure the run's work queue, only read and pull it", async (t) => {
+  await ensureRolloutQueue(store.jsm, runId);
+  const durable = rolloutConsumerName(runId);
+  const nc = await nats.connectAs('rollout');
+  t.teardown(() => nc.close());
+  const jsm = await jetstreamManager(nc, { timeout: 2_000 });
+  // The issue's attack: max_deliver 1 and ack wait 1 ms on the run's queue (an update in 2.9).
+  const update = await refused(
+    jsm.consumers.update(COMMAND_STREAM, durable, { max_deliver: 1, ack_wait: 1_000_000 }),
+  );
+  t.match(update, /Permissions Violation|permission|timeout/i, `update: ${update}`);
+  const add = await refused(
+    jsm.consumers.add(COMMAND_STREAM, {
+      durable_name: durable,
+      ack_policy: AckPolicy.Explicit,
+      filter_subject: commandSubject(runId, 'rollout'),
+      max_deliver: 1,
+    }),
+  );
+  t.match(add, /Permissions Violation|permission|timeout/i, `re-create: ${add}`);
+  const del = await refused(jsm.consumers.delete(COMMAND_STREAM, durable));
+  t.match(del, /Permissions Violation|permission|timeout/i, `delete: ${del}`);
+  const info = await store.jsm.consumers.info(COMMAND_STREAM, durable);
+  t.equal(info.config.max_deliver, 5, 'the queue keeps its settings');
+  // Its own job still works: the worker binds to the durable and reads it.
+  const consumer = await jetstream(nc).consumers.get(COMMAND_STREAM, durable);
+  t.equal((await consumer.info()).config.max_deliver, 5, 'a worker reads the queue');
+});

@@ -92,9 +92,13 @@ export function rolePermissions(role: NatsRole): Permissions {
         publish: {
           allow: [
             ...WORKER_JS,
-            // The run's durable work-queue consumer: pulled and acked, never deleted by a worker.
-            ...jsRead([COMMAND_STREAM], false),
-            ...jsCreate([COMMAND_STREAM]),
+            // The run's durable work-queue consumer, which the orchestrator creates before
+            // run.started: read and pulled (acks are in WORKER_JS), never created, updated or
+            // deleted by a worker. A consumer create on an existing durable is an update in 2.9:
+            // with it a rollout key set max_deliver 1 and ack_wait 1 ms on the run's queue.
+            `$JS.API.STREAM.INFO.${COMMAND_STREAM}`,
+            `$JS.API.CONSUMER.INFO.${COMMAND_STREAM}.*`,
+            `$JS.API.CONSUMER.MSG.NEXT.${COMMAND_STREAM}.*`,
             'akbe.*.evt.rollout.>',
             'akbe.*.evt.tool.called',
             'akbe.*.svc.generate',

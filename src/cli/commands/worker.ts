@@ -37,11 +37,9 @@ const worker: CommandSpec = {
     const roles = given.includes('all') ? [...ROLES] : (given as (typeof ROLES)[number][]);
     const { connectAkbeNats, akbeHome } = await import('../../actors/nats/connection.js');
     const { EventStore } = await import('../../events/store.js');
-    const { defaultReplicas } = await import('../../events/streams.js');
     const { CheckpointStore } = await import('../../actors/checkpoints/checkpoints.js');
     const { DEFAULT_KEEP_CHECKPOINTS } = await import('../../actors/checkpoints/keep-checkpoints.js');
     const { recordedInLog } = await import('../../actors/checkpoints/checkpoint-records.js');
-    const { ensureRolloutQueue } = await import('../../actors/orchestrator/dispatch.js');
     const home = (ctx.flags.home as string | undefined) ?? akbeHome();
     await using nats = await connectAkbeNats({
       url: ctx.flags.nats as string | undefined,
@@ -66,9 +64,7 @@ const worker: CommandSpec = {
         cacheKeep: spec.keepCheckpoints ?? DEFAULT_KEEP_CHECKPOINTS,
       },
     );
-    if (roles.includes('rollout')) {
-      await ensureRolloutQueue(store.jsm, runId, {}, defaultReplicas(nats.nc));
-    }
+    // A rollout worker joins the run's queue; only the orchestrator creates it (before run.started).
     const started = await startRoles(nats.nc, nats.js, store, checkpoints, runId, spec, roles, {
       concurrency: Number(ctx.flags.concurrency),
       threads: Number(ctx.flags.threads),
