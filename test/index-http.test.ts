@@ -270,3 +270,37 @@ t.test('a failing backend: 500 before the reply starts, a cut connection after',
   );
   t.equal(calls, 2);
 });
+
+t.test(
+  'DNS rebinding and cross-site posts: /retrieve checks Host and Origin (issue 23 item 6)',
+  async (t) => {
+    const { request } = await import('node:http');
+    const send = (headers: Record<string, string>) =>
+      new Promise<number>((resolve, reject) => {
+        const body = JSON.stringify({ queries: ['Apollo 17'], topk: 1 });
+        const req = request(
+          { host: '127.0.0.1', port: http.port, path: '/retrieve', method: 'POST', headers },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        );
+        req.on('error', reject);
+        req.end(body);
+      });
+    const json = { 'content-type': 'application/json' };
+    t.equal(await send({ ...json, host: `127.0.0.1:${http.port}` }), 200, 'its own address');
+    // A rebinding page reaches the port under its own name and sends that name as Host.
+    t.equal(await send({ ...json, host: `attacker.example:${http.port}` }), 403, 'a foreign Host');
+    // Another site's page: a simple text/plain POST needs no preflight, only the Origin check stops it.
+    t.equal(
+      await send({
+        'content-type': 'text/plain',
+        host: `127.0.0.1:${http.port}`,
+        origin: 'https://attacker.example',
+      }),
+      403,
+      'a cross-site Origin',
+    );
+  },
+);
