@@ -83,149 +83,194 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(JSON.stringify(body));
 }
 
-export async function startDashboard(opts: DashboardOptions): Promise<Dashboard> {
-  const host = opts.host ?? '127.0.0.1';
-  const { source, actors } = opts;
-  const index = new RunIndex();
-  const streams = new Set<ServerResponse>();
-  const push = (kind: string, data: unknown) => {
+/** The open SSE streams: every push goes to each, and a comment line keeps idle ones open. */
+class EventStreams {
+  private readonly open = new Set<ServerResponse>();
+  private readonly heartbeat = setInterval(() => {
+    for (const res of this.open) res.write(': keep-alive\n\n');
+  }, 15_000).unref();
+
+  push(kind: string, data: unknown): void {
     const frame = `event: ${kind}\ndata: ${JSON.stringify(data)}\n\n`;
-    for (const res of streams) res.write(frame);
-  };
-  const pushRun = (runId: string, e?: AkbeEvent) =>
-    push('run', {
-      runId,
-      summary: index.summary(runId),
-      point: e?.type === 'learner.step' ? stepPoint(e) : undefined,
-    });
-
-  // Live first, then the bounded read: nothing falls between the two (duplicates are dropped).
-  const offEvent = source.onEvent((e) => {
-    if (index.add(e)) pushRun(e.meta.runId, e);
-  });
-  index.merge(await source.runLevelEvents());
-  let loaded = Promise.resolve();
-  const offStatus = source.onStatus((s: NatsLinkStatus) => {
-    push('nats', s);
-    if (!s.connected) return;
-    // Back after an outage: catch up on what was published meanwhile, then let pages re-read.
-    loaded = source
-      .runLevelEvents()
-      .then((byRun) => {
-        for (const runId of index.merge(byRun)) pushRun(runId);
-        push('resync', {});
-      })
-      .catch(() => undefined);
-  });
-  const offActors = actors?.onChange((delta) => push('actors', delta));
-
-  async function api(path: string[]): Promise<unknown> {
-    const [first, runId, sub, questionId] = path;
-    if (first === 'runs' && runId === undefined) {
-      await loaded;
-      return { runs: index.summaries(), undecodable: source.undecodable };
-    }
-    if (first === 'runs' && sub === undefined) {
-      await loaded;
-      // null, not 404: a page may wait for a run that has not started yet (and a 404 would be a
-      // console error in the browser).
-      return index.view(runId);
-    }
-    if (first === 'runs' && sub === 'questions') {
-      const log = await readRunLog(source, runId);
-      if (questionId === undefined) return questionList(log);
-      return (
-        questionView(log, questionId) ??
-        Promise.reject(new DashboardNotFoundError(`question ${questionId} of run ${runId}`))
-      );
-    }
-    if (first === 'runs' && sub === 'audit') {
-      const report = auditRunLog(await readRunLog(source, runId));
-      return { verdict: report.mismatches.length === 0 ? 'clean' : 'mismatch', report };
-    }
-    if (first === 'actors') return actors?.snapshot() ?? { relays: [], actors: [], definitions: {} };
-    if (first === 'machines') return machineDefinitions();
-    if (first === 'experiments')
-      return { dir: opts.experimentsDir, experiments: await readExperiments(opts.experimentsDir) };
-    throw new DashboardNotFoundError(`/api/${path.join('/')}`);
+    for (const res of this.open) res.write(frame);
   }
 
-  function openStream(req: IncomingMessage, res: ServerResponse): void {
+  add(req: IncomingMessage, res: ServerResponse, hello: unknown): void {
     res.writeHead(200, {
       ...SECURITY_HEADERS,
       'Content-Type': 'text/event-stream',
       Connection: 'keep-alive',
     });
     // retry: the browser comes back within a second of a dashboard restart.
-    res.write(
-      `retry: 1000\nevent: hello\ndata: ${JSON.stringify({ nats: source.status, relays: actors?.relays() ?? [] })}\n\n`,
+    res.write(`retry: 1000\nevent: hello\ndata: ${JSON.stringify(hello)}\n\n`);
+    this.open.add(res);
+    req.on('close', () => this.open.delete(res));
+  }
+
+  close(): void {
+    clearInterval(this.heartbeat);
+    for (const res of this.open) res.end();
+    this.open.clear();
+  }
+}
+
+/**
+ * Keeps `index` current from `source` and pushes each change: live events first, then the
+ * bounded read, so nothing falls between the two (duplicates are dropped); after an outage, a
+ * catch-up read and a resync. `loaded()` settles once the latest read is in.
+ */
+async function followSource(
+  source: DashboardSource,
+  actors: ActorsFeed | undefined,
+  index: RunIndex,
+  streams: EventStreams,
+): Promise<{ loaded: () => Promise<void>; stop: () => void }> {
+  const pushRun = (runId: string, e?: AkbeEvent) =>
+    streams.push('run', {
+      runId,
+      summary: index.summary(runId),
+      point: e?.type === 'learner.step' ? stepPoint(e) : undefined,
+    });
+  const offEvent = source.onEvent((e) => {
+    if (index.add(e)) pushRun(e.meta.runId, e);
+  });
+  index.merge(await source.runLevelEvents());
+  let loaded = Promise.resolve();
+  const offStatus = source.onStatus((s: NatsLinkStatus) => {
+    streams.push('nats', s);
+    if (!s.connected) return;
+    // Back after an outage: catch up on what was published meanwhile, then let pages re-read.
+    loaded = source
+      .runLevelEvents()
+      .then((byRun) => {
+        for (const runId of index.merge(byRun)) pushRun(runId);
+        streams.push('resync', {});
+      })
+      .catch(() => undefined);
+  });
+  const offActors = actors?.onChange((delta) => streams.push('actors', delta));
+  return {
+    loaded: () => loaded,
+    stop: () => {
+      offEvent();
+      offStatus();
+      offActors?.();
+    },
+  };
+}
+
+interface ApiContext {
+  source: DashboardSource;
+  actors?: ActorsFeed;
+  index: RunIndex;
+  loaded: () => Promise<void>;
+  experimentsDir: string;
+}
+
+/** The JSON API: `path` is what follows /api/, decoded. */
+async function answerApi(ctx: ApiContext, path: string[]): Promise<unknown> {
+  const { source, actors, index } = ctx;
+  const [first, runId, sub, questionId] = path;
+  if (first === 'runs' && runId === undefined) {
+    await ctx.loaded();
+    return { runs: index.summaries(), undecodable: source.undecodable };
+  }
+  if (first === 'runs' && sub === undefined) {
+    await ctx.loaded();
+    // null, not 404: a page may wait for a run that has not started yet (and a 404 would be a
+    // console error in the browser).
+    return index.view(runId);
+  }
+  if (first === 'runs' && sub === 'questions') {
+    const log = await readRunLog(source, runId);
+    if (questionId === undefined) return questionList(log);
+    return (
+      questionView(log, questionId) ??
+      Promise.reject(new DashboardNotFoundError(`question ${questionId} of run ${runId}`))
     );
-    streams.add(res);
-    req.on('close', () => streams.delete(res));
   }
+  if (first === 'runs' && sub === 'audit') {
+    const report = auditRunLog(await readRunLog(source, runId));
+    return { verdict: report.mismatches.length === 0 ? 'clean' : 'mismatch', report };
+  }
+  if (first === 'actors') return actors?.snapshot() ?? { relays: [], actors: [], definitions: {} };
+  if (first === 'machines') return machineDefinitions();
+  if (first === 'experiments')
+    return { dir: ctx.experimentsDir, experiments: await readExperiments(ctx.experimentsDir) };
+  throw new DashboardNotFoundError(`/api/${path.join('/')}`);
+}
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://dashboard');
+/** One request: the page, its bundle, the event stream or the API; every failure answered. */
+async function handleRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: ApiContext & { assetsDir: string; streams: EventStreams },
+): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://dashboard');
+  try {
+    // Inside the try: a bad percent-encoding (`/%E0%A4%A`) is a 400, not a crash.
+    let parts: string[];
     try {
-      // Inside the try: a bad percent-encoding (`/%E0%A4%A`) is a 400, not a crash.
-      let parts: string[];
-      try {
-        parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
-      } catch {
-        return sendJson(res, 400, { error: `bad percent-encoding in ${url.pathname}` });
-      }
-      if (parts.length === 0) {
-        const html = await readFile(join(opts.assetsDir, 'index.html'));
-        res.writeHead(200, { ...SECURITY_HEADERS, 'Content-Type': 'text/html; charset=utf-8' });
-        res.end(html);
-      } else if (parts[0] === 'assets' && parts.length === 2 && Object.hasOwn(ASSETS, parts[1])) {
-        const body = await readFile(join(opts.assetsDir, parts[1]));
-        res.writeHead(200, { ...SECURITY_HEADERS, 'Content-Type': ASSETS[parts[1]] });
-        res.end(body);
-      } else if (parts[0] === 'api' && parts[1] === 'events' && parts.length === 2) openStream(req, res);
-      else if (parts[0] === 'api') sendJson(res, 200, await api(parts.slice(1)));
-      else throw new DashboardNotFoundError(url.pathname);
-    } catch (err) {
-      if (res.headersSent) return void res.end();
-      const e = err as NodeJS.ErrnoException;
-      if (e instanceof DashboardNotFoundError) sendJson(res, 404, { error: e.message });
-      else if (e.code === 'ENOENT')
-        // 503, not 500: the server works, its page is not built yet (a fresh clone, before npm run build).
-        sendJson(res, 503, { error: `dashboard bundle missing (${e.path}): run npm run build` });
-      else sendJson(res, 502, { error: e.message ?? String(err) });
+      parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    } catch {
+      return sendJson(res, 400, { error: `bad percent-encoding in ${url.pathname}` });
     }
+    if (parts.length === 0) {
+      const html = await readFile(join(ctx.assetsDir, 'index.html'));
+      res.writeHead(200, { ...SECURITY_HEADERS, 'Content-Type': 'text/html; charset=utf-8' });
+      res.end(html);
+    } else if (parts[0] === 'assets' && parts.length === 2 && Object.hasOwn(ASSETS, parts[1])) {
+      const body = await readFile(join(ctx.assetsDir, parts[1]));
+      res.writeHead(200, { ...SECURITY_HEADERS, 'Content-Type': ASSETS[parts[1]] });
+      res.end(body);
+    } else if (parts[0] === 'api' && parts[1] === 'events' && parts.length === 2)
+      ctx.streams.add(req, res, { nats: ctx.source.status, relays: ctx.actors?.relays() ?? [] });
+    else if (parts[0] === 'api') sendJson(res, 200, await answerApi(ctx, parts.slice(1)));
+    else throw new DashboardNotFoundError(url.pathname);
+  } catch (err) {
+    if (res.headersSent) return void res.end();
+    const e = err as NodeJS.ErrnoException;
+    if (e instanceof DashboardNotFoundError) sendJson(res, 404, { error: e.message });
+    else if (e.code === 'ENOENT')
+      // 503, not 500: the server works, its page is not built yet (a fresh clone, before npm run build).
+      sendJson(res, 503, { error: `dashboard bundle missing (${e.path}): run npm run build` });
+    else sendJson(res, 502, { error: e.message ?? String(err) });
   }
+}
 
-  const server = { port: 0 };
+export async function startDashboard(opts: DashboardOptions): Promise<Dashboard> {
+  const host = opts.host ?? '127.0.0.1';
+  const { source, actors } = opts;
+  const index = new RunIndex();
+  const streams = new EventStreams();
+  const follow = await followSource(source, actors, index, streams);
+  const ctx = { source, actors, index, loaded: follow.loaded, experimentsDir: opts.experimentsDir };
   const http: Server = createGuardedServer(
     { host, allowHosts: opts.allowHosts, methods: ['GET', 'HEAD'], maxBodyBytes: 0 },
-    handle,
+    (req, res) => handleRequest(req, res, { ...ctx, assetsDir: opts.assetsDir, streams }),
     opts.limits,
   );
-  const heartbeat = setInterval(() => {
-    for (const res of streams) res.write(': keep-alive\n\n');
-  }, 15_000).unref();
-  server.port = await new Promise<number>((resolve, reject) => {
+  const port = await new Promise<number>((resolve, reject) => {
     http.once('error', (err: NodeJS.ErrnoException) =>
       reject(
         err.code === 'EADDRINUSE' ? new DashboardPortInUseError(opts.port ?? 8090, { cause: err }) : err,
       ),
     );
     http.listen(opts.port ?? 8090, host, () => resolve((http.address() as AddressInfo).port));
+  }).catch((err) => {
+    streams.close();
+    follow.stop();
+    throw err;
   });
   const shown = host.includes(':') ? `[${host}]` : host === '0.0.0.0' ? '127.0.0.1' : host;
   let closing: Promise<void> | null = null;
   const dashboard: Dashboard = {
-    url: `http://${shown}:${server.port}/`,
-    port: server.port,
+    url: `http://${shown}:${port}/`,
+    port,
     close() {
       closing ??= (async () => {
-        clearInterval(heartbeat);
-        offEvent();
-        offStatus();
-        offActors?.();
-        for (const res of streams) res.end();
-        streams.clear();
+        follow.stop();
+        streams.close();
         http.closeAllConnections();
         await new Promise<void>((r) => http.close(() => r()));
       })();
