@@ -159,10 +159,69 @@ function isInspectionMessage(msg: string): boolean {
   }
 }
 
+/**
+ * What a late viewer is sent, in arrival order: every actor registration and the last `keep`
+ * other messages, all within `keepBytes` (oldest others dropped first, then oldest registrations).
+ */
+class KeptMessages {
+  private readonly registrations: Array<[number, string]> = [];
+  private readonly recent: Array<[number, string]> = [];
+  bytes = 0;
+  private n = 0;
+
+  constructor(
+    private readonly keep: number,
+    private readonly keepBytes: number,
+  ) {}
+
+  add(msg: string): void {
+    const n = this.n++;
+    if (msg.includes('"type":"@xstate.actor"')) this.registrations.push([n, msg]);
+    else this.recent.push([n, msg]);
+    this.bytes += msg.length;
+    while (this.recent.length > this.keep) this.bytes -= this.recent.shift()![1].length;
+    while (this.bytes > this.keepBytes && (this.recent.length || this.registrations.length))
+      this.bytes -= (this.recent.length ? this.recent : this.registrations).shift()![1].length;
+  }
+
+  all(): string[] {
+    return [...this.registrations, ...this.recent].sort((a, b) => a[0] - b[0]).map(([, msg]) => msg);
+  }
+}
+
+/** A graceful close first, so viewers get what was just relayed; then no waiting on them. */
+async function closeRelay(wss: WebSocketServer, http: Server): Promise<void> {
+  const viewers = [...wss.clients];
+  await Promise.race([
+    Promise.all(
+      viewers.map(
+        (c) =>
+          new Promise((r) => {
+            c.once('close', r);
+            c.close(1001, 'akbe done');
+          }),
+      ),
+    ),
+    new Promise((r) => setTimeout(r, 500).unref()),
+  ]);
+  for (const client of wss.clients) client.terminate();
+  await new Promise<void>((r) => wss.close(() => r()));
+  await new Promise<void>((r) => http.close(() => r()));
+}
+
+/** Whether a connection presents the producer token (anything else is a read-only viewer). */
+function presentsToken(req: IncomingMessage, token: string): boolean {
+  let given = '';
+  try {
+    given = new URL(req.url ?? '/', 'http://relay').searchParams.get('token') ?? '';
+  } catch {
+    return false; // an unparsable URL (`http://[`) is a viewer, not a crash
+  }
+  return secretEquals(given, token);
+}
+
 export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Promise<InspectorRelay> {
   const host = opts.host ?? '127.0.0.1';
-  const keep = opts.keepMessages ?? RELAY_DEFAULTS.keepMessages;
-  const keepBytes = opts.keepBytes ?? RELAY_DEFAULTS.keepBytes;
   const maxMessageBytes = opts.maxMessageBytes ?? RELAY_DEFAULTS.maxMessageBytes;
   const page = bridgePage(opts.inspectorUrl ?? STATELY_INSPECTOR_URL);
   const token = randomBytes(24).toString('hex');
@@ -195,31 +254,15 @@ export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Pro
       else done(false, verdict.status, verdict.reason);
     },
   });
-  const isProducer = (req: IncomingMessage): boolean => {
-    let given = '';
-    try {
-      given = new URL(req.url ?? '/', 'http://relay').searchParams.get('token') ?? '';
-    } catch {
-      return false; // an unparsable URL (`http://[`) is a viewer, not a crash
-    }
-    return secretEquals(given, token);
-  };
-  // Kept for late viewers, in arrival order: actor registrations, the last `keep` others, all
-  // within `keepBytes` (oldest others dropped first, then oldest registrations).
-  const registrations: Array<[number, string]> = [];
-  const recent: Array<[number, string]> = [];
-  let keptBytes = 0;
+  const kept = new KeptMessages(
+    opts.keepMessages ?? RELAY_DEFAULTS.keepMessages,
+    opts.keepBytes ?? RELAY_DEFAULTS.keepBytes,
+  );
   let relayed = 0;
   let dropped = 0;
-  const trim = () => {
-    while (recent.length > keep) keptBytes -= recent.shift()![1].length;
-    while (keptBytes > keepBytes && (recent.length || registrations.length))
-      keptBytes -= (recent.length ? recent : registrations).shift()![1].length;
-  };
   wss.on('connection', (ws, req) => {
-    const producer = isProducer(req);
-    const kept = [...registrations, ...recent].sort((a, b) => a[0] - b[0]);
-    if (!producer) for (const [, msg] of kept) ws.send(msg);
+    const producer = presentsToken(req, token);
+    if (!producer) for (const msg of kept.all()) ws.send(msg);
     ws.on('message', (data, isBinary) => {
       if (!producer) {
         dropped++;
@@ -231,11 +274,8 @@ export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Pro
         dropped++;
         return;
       }
-      const n = relayed++;
-      if (msg.includes('"type":"@xstate.actor"')) registrations.push([n, msg]);
-      else recent.push([n, msg]);
-      keptBytes += msg.length;
-      trim();
+      relayed++;
+      kept.add(msg);
       for (const client of wss.clients)
         if (client !== ws && client.readyState === WebSocket.OPEN) client.send(msg);
     });
@@ -258,28 +298,10 @@ export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Pro
       return dropped;
     },
     get keptBytes() {
-      return keptBytes;
+      return kept.bytes;
     },
     close() {
-      closed ??= (async () => {
-        // A graceful close first, so viewers get what was just relayed; then no waiting on them.
-        const viewers = [...wss.clients];
-        await Promise.race([
-          Promise.all(
-            viewers.map(
-              (c) =>
-                new Promise((r) => {
-                  c.once('close', r);
-                  c.close(1001, 'akbe done');
-                }),
-            ),
-          ),
-          new Promise((r) => setTimeout(r, 500).unref()),
-        ]);
-        for (const client of wss.clients) client.terminate();
-        await new Promise<void>((r) => wss.close(() => r()));
-        await new Promise<void>((r) => http.close(() => r()));
-      })();
+      closed ??= closeRelay(wss, http);
       return closed;
     },
     [Symbol.asyncDispose]() {
