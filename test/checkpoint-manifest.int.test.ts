@@ -220,3 +220,18 @@ t.test('an old log (policy.published without a manifest) checks the weights only
     message: /has sha256 [0-9a-f]{16}…, not the/,
   });
 });
+
+t.test(
+  'a manifest naming a path outside the version directory is refused before anything is fetched',
+  async (t) => {
+    const { nats, home, published } = await setup(t);
+    const w = await CheckpointStore.open(nats.nc, 'r1', join(home, 'worker'));
+    w.expect(1, published.sha256, { ...published.manifest, '../../escape.txt': 'ab'.repeat(32) });
+    await t.rejects(w.local(1), {
+      name: 'CheckpointIntegrityError',
+      message: /the manifest names "\.\.\/\.\.\/escape\.txt", not a plain file name/,
+    });
+    t.notOk(existsSync(join(home, 'escape.txt')));
+    t.notOk(existsSync(w.versionDir(1)));
+  },
+);

@@ -57,6 +57,8 @@ import { keepCheckpointsProblem } from './keep-checkpoints.js';
 setSha256Backend('native');
 
 const FILES = ['config.json', 'model.safetensors', 'optimizer.safetensors'] as const;
+/** A file name a manifest may hold: no path, no leading dot (so never `.` or `..`). */
+const SAFE_FILE_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
 /** Object store chunks of an upload: the client lowers it to the server's max_payload (1 MiB by default). */
 const UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024;
 /** Files of a Hugging Face checkpoint besides the weights: copied from the base into every local
@@ -206,8 +208,11 @@ export class CheckpointStore {
     // The files go up side by side, in chunks as large as the server takes: the object store
     // waits for an ack per chunk, and one file after another in 128 KiB chunks made the upload the
     // longest part of a tiny policy's training step (bench/async.ts, BENCHMARKS.md).
-    // Every file of the directory (not a temporary one of a cut write): the manifest covers them all.
-    const files = [...(await readCheckpointFiles(dir))].filter(([file]) => !isTemporary(file));
+    // Every file of the directory (not a temporary one of a cut write, nor any other dotfile):
+    // the manifest covers them all.
+    const files = [...(await readCheckpointFiles(dir))].filter(
+      ([file]) => !isTemporary(file) && SAFE_FILE_NAME.test(file),
+    );
     const uploaded = await Promise.all(
       files.map(async ([file, bytes]) => {
         const name = this.objectName(version, file);
@@ -275,6 +280,17 @@ export class CheckpointStore {
         `checkpoint v${version} at ${dir} is damaged (${damage}); using the stored copy from object store ${CHECKPOINT_BUCKET}`,
       );
     }
+    // The manifest comes from the trainer's reply: a name that is not a plain file name (a path,
+    // `..`) would write outside the version directory, so it is refused before anything is fetched.
+    const unsafe = manifest ? Object.keys(manifest).filter((f) => !SAFE_FILE_NAME.test(f)) : [];
+    if (unsafe.length)
+      throw new CheckpointIntegrityError(
+        this.runId,
+        version,
+        '',
+        expected ?? '',
+        unsafe.map((f) => `the manifest names ${JSON.stringify(f)}, not a plain file name`),
+      );
     const files = new Map<string, Uint8Array>();
     // With a manifest, every file it names (tokenizer files and weight shards too); else the three.
     for (const file of manifest ? Object.keys(manifest).sort() : FILES) {
