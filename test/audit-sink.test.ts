@@ -13,7 +13,7 @@ import { auditRun, auditRunLog } from '../src/audit/audit.js';
 import { foldRunLog } from '../src/audit/run-log.js';
 import { fillSegments, segmentsFromTokens } from '../src/audit/segments.js';
 import { type AkbeEvent, createEvent, type ResponseSegment } from '../src/events/catalog.js';
-import { sha256Hex } from '../src/events/train-digest.js';
+import { manifestDigest, sha256Hex } from '../src/events/train-digest.js';
 import type { AkbeFact } from '../src/machines/facts.js';
 import type { TrainRequest } from '../src/machines/learner.js';
 import { auditRunInput, scriptedMachines, withSeqs } from './helpers/audit-run.js';
@@ -51,6 +51,8 @@ const published = (version: number) => ({
   sha256: 'ab'.repeat(32),
   bytes: 1,
   requestSha256: stepDigest(version - 1),
+  manifest: { 'model.safetensors': 'ab'.repeat(32) },
+  manifestSha256: manifestDigest({ 'model.safetensors': 'ab'.repeat(32) }),
 });
 // The oracle rates as the orchestrator wires them: the facts seen first, then the event formed.
 const oracle = new OracleRates(questions);

@@ -18,6 +18,7 @@ import { foldRunLog } from '../src/audit/run-log.js';
 import { fillSegments } from '../src/audit/segments.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
+import { manifestDigest } from '../src/events/train-digest.js';
 import { readWorldTokenizer } from '../src/world/files.js';
 import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
@@ -109,6 +110,25 @@ t.test('a real training run audits clean', async (t) => {
   t.equal(r.checked.labels, 4);
   t.equal(r.checked.rollouts, 16);
   t.comment(r.notes.join('\n'));
+  // Every policy.published records the manifest of its checkpoint's files, and the files on disk
+  // (the run dir's checkpoints) have its digest.
+  const published = events.filter((e) => e.type === 'policy.published');
+  t.ok(published.length >= 2);
+  for (const e of published) {
+    if (e.type !== 'policy.published') continue;
+    t.ok(e.data.manifest, `v${e.data.version}: manifest recorded`);
+    t.ok(
+      ['config.json', 'model.safetensors'].every((f) => f in (e.data.manifest ?? {})),
+      `v${e.data.version}: config and weights in it: ${Object.keys(e.data.manifest ?? {})}`,
+    );
+    t.equal(e.data.manifestSha256, manifestDigest(e.data.manifest ?? {}));
+  }
+  const withFiles = auditRunLog(log, { checkpointsDir: join(runDir, 'checkpoints') });
+  t.same(withFiles.mismatches, [], 'the checkpoint files on disk match their recorded manifests');
+  t.notOk(
+    withFiles.notes.some((n) => /manifest/.test(n)),
+    `no manifest note: ${withFiles.notes.join(' | ')}`,
+  );
 });
 
 t.test('the sink records what the audit needs: advantages and trained rows are checked', async (t) => {

@@ -103,8 +103,8 @@ t.test('the expected sha256 is read from the log: policy.published, and run.star
     createEvent('policy.published', { version: 1, ...published }, { runId: 'r1', step: 0, policyVersion: 1 }),
   ]);
   const lookup = recordedInLog(store, 'r1', { waitMs: 300 });
-  t.equal(await lookup(0), sha(base));
-  t.equal(await lookup(1), published.sha256);
+  t.same(await lookup(0), { sha256: sha(base) });
+  t.same(await lookup(1), { sha256: published.sha256, manifest: published.manifest });
   const missing: string[] = [];
   t.equal(await recordedInLog(store, 'r1', { waitMs: 300, log: (l) => missing.push(l) })(7), undefined);
   t.match(missing, [/no policy\.published for v7 in the log/]);

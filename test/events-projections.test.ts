@@ -80,8 +80,22 @@ t.test('resume-point: start, last published step, per-version sha, labels, finis
 t.test('resume-point: an empty log, only the base published, a run not finished', async (t) => {
   const empty = resumePoint.initial();
   t.strictSame(
-    { ...empty, known: [...empty.known], publishedSha: [...empty.publishedSha], labels: [...empty.labels] },
-    { known: [], runStarted: null, lastPublished: null, publishedSha: [], labels: [], finished: false },
+    {
+      ...empty,
+      known: [...empty.known],
+      publishedSha: [...empty.publishedSha],
+      publishedManifest: [...empty.publishedManifest],
+      labels: [...empty.labels],
+    },
+    {
+      known: [],
+      runStarted: null,
+      lastPublished: null,
+      publishedSha: [],
+      publishedManifest: [],
+      labels: [],
+      finished: false,
+    },
   );
   t.strictSame(resumedFrom(empty), { step: -1, version: 0 }, 'nothing done: continue after step -1 on v0');
   t.strictSame(lastCategories(empty), {});

@@ -18,6 +18,7 @@
 import type { AkbeEvent, BoundaryCategory, EventOf } from '../events/catalog.js';
 import { getAlgorithm } from '../rl/algorithms/index.js';
 import type { OfflineTarget } from '../rl/offline.js';
+import { checkManifests } from './checkpoint-manifests.js';
 import { type AuditCounts, Collector, type Mismatch } from './collector.js';
 import { checkCompleteness } from './completeness.js';
 import { auditLearner } from './learner-step.js';
@@ -44,12 +45,20 @@ export interface AuditReport {
 }
 
 /** Audits one run from its events (each carrying `meta.seq`, as `EventStore.replay` yields them). */
-export function auditRun(events: Iterable<AkbeEvent>): AuditReport {
+export function auditRun(events: Iterable<AkbeEvent>, opts: AuditOptions = {}): AuditReport {
   const log = foldRunLog(events);
-  return auditRunLog(log);
+  return auditRunLog(log, opts);
 }
 
-export function auditRunLog(log: RunLog): AuditReport {
+export interface AuditOptions {
+  /**
+   * The run's checkpoint directories (`<runDir>/checkpoints`), when on this machine: each
+   * version there is checked against its recorded manifest digest (checkpoint-manifests.ts).
+   */
+  checkpointsDir?: string;
+}
+
+export function auditRunLog(log: RunLog, opts: AuditOptions = {}): AuditReport {
   const c = new Collector();
   const settings = settingsOf(log.started);
   if (!log.started) c.notes.add('no run.started: settings are the defaults of src/rl/config.ts');
@@ -88,6 +97,7 @@ export function auditRunLog(log: RunLog): AuditReport {
     );
     checkRequestDigest(c, s.learner, log.published);
   }
+  checkManifests(c, log.published, opts.checkpointsDir);
   c.mismatches.sort((a, b) => a.seq - b.seq);
   return {
     runId: log.runId,

@@ -13,7 +13,11 @@ import { rolloutCompletedEvent, trainedBatchOf } from '../../src/actors/log/fact
 import type { AkbeEvent, EventDataMap, EventType, MetaInput } from '../../src/events/catalog.js';
 import { createEvent } from '../../src/events/catalog.js';
 import { ManualClock } from '../../src/events/clock.js';
-import { sha256Hex } from '../../src/events/train-digest.js';
+import { manifestDigest, sha256Hex } from '../../src/events/train-digest.js';
+
+/** The manifest every published version of this fixture records (its weights' sha256 is 'ab'…). */
+const CHECKPOINT_MANIFEST = { 'config.json': 'cd'.repeat(32), 'model.safetensors': 'ab'.repeat(32) };
+
 import type { AkbeFact } from '../../src/machines/facts.js';
 import { learnerMachine, type TrainRequest, type TrainResult } from '../../src/machines/learner.js';
 import { type QuestionSpec, questionMachine } from '../../src/machines/question.js';
@@ -334,6 +338,9 @@ export function factsToEvents(
             bytes: 1000,
             // The trainer's digest of what it trained on: equal to the learner's, as in a clean run.
             requestSha256: stepDigest(f.step),
+            // Every file of the checkpoint, as publish() records it (src/actors/checkpoints).
+            manifest: CHECKPOINT_MANIFEST,
+            manifestSha256: manifestDigest(CHECKPOINT_MANIFEST),
           },
           { step: f.step, policyVersion: f.version },
         );

@@ -1,13 +1,87 @@
 /**
- * Is a local checkpoint directory intact? Its weights against the sha256 the log recorded (or,
- * with none recorded, parsed as safetensors), its config.json parsed, and its AdamW state as long
- * as its header says (checkpoints.ts falls back to the stored copy when not).
+ * Is a local checkpoint directory intact?
+ *
+ * - With a manifest recorded (policy.published v2: every file of the checkpoint directory and its
+ *   sha256, src/events/train-digest.ts): every file against it. A missing file, a file not in the
+ *   manifest, or a file whose sha256 differs is named, with both sha256s and the version.
+ * - Without one (a v1 log, or v0 whose run.started records the weights' sha256 only): its weights
+ *   against the sha256 the log recorded (or, with none recorded, parsed as safetensors), its
+ *   config.json parsed, and its AdamW state as long as its header says.
+ *
+ * checkpoints.ts falls back to the stored copy when the local one is not intact, and checks the
+ * stored copy the same way before it writes anything.
  */
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { open, readFile } from 'node:fs/promises';
+import { open, readdir, readFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
+import { type Manifest, manifestOf } from '../../events/train-digest.js';
 import { decodeSafetensors } from '../../gpu/safetensors.js';
+
+/** What the log recorded for a version's checkpoint. */
+export interface RecordedCheckpoint {
+  /** sha256 of model.safetensors. */
+  sha256: string;
+  /**
+   * Every file's sha256 (policy.published v2). null: the log's policy.published predates
+   * manifests (v1), so only the weights can be checked; undefined: not a policy.published (v0).
+   */
+  manifest?: Manifest | null;
+}
+
+/** Temporary files of an atomic write (`.<name>.<pid>[.<hex>].tmp`): never part of a checkpoint. */
+export const isTemporary = (name: string) => name.startsWith('.') && name.endsWith('.tmp');
+
+/** Every plain file of a directory by name (not recursive), with its bytes. */
+export async function readCheckpointFiles(dir: string): Promise<Map<string, Uint8Array>> {
+  const files = new Map<string, Uint8Array>();
+  const entries = await readdir(dir, { withFileTypes: true });
+  for (const e of entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)))
+    if (e.isFile()) files.set(e.name, new Uint8Array(await readFile(join(dir, e.name))));
+  return files;
+}
+
+const short = (sha: string) => `${sha.slice(0, 12)}…`;
+
+/**
+ * What is wrong with a checkpoint's files against its recorded manifest (each problem names the
+ * file, the sha256 expected and found, and the version), or [] when every file is as recorded.
+ */
+export function manifestProblems(version: number, recorded: Manifest, actual: Manifest): string[] {
+  const problems: string[] = [];
+  const names = [...new Set([...Object.keys(recorded), ...Object.keys(actual)])].sort();
+  for (const name of names) {
+    const want = recorded[name];
+    const got = actual[name];
+    if (want === undefined)
+      problems.push(
+        `${name} (sha256 ${short(got)}) is not in the manifest policy.published recorded for v${version}`,
+      );
+    else if (got === undefined)
+      problems.push(`${name} is missing (the manifest of v${version} records sha256 ${short(want)})`);
+    else if (got !== want)
+      problems.push(`${name} has sha256 ${short(got)}, the manifest of v${version} records ${short(want)}`);
+  }
+  return problems;
+}
+
+/** The note for a version whose log recorded no manifest (said once per version by checkpoints.ts). */
+export function noManifestNote(version: number): string {
+  return `checkpoint v${version}: manifest check not supported by this log (its policy.published v1 records no manifest); checking model.safetensors only`;
+}
+
+/** What is wrong with a local version directory against the log's record, or null when it is intact. */
+export async function checkpointProblem(
+  dir: string,
+  version: number,
+  recorded: RecordedCheckpoint | undefined,
+): Promise<string | null> {
+  if (recorded?.manifest) {
+    const problems = manifestProblems(version, recorded.manifest, manifestOf(await readCheckpointFiles(dir)));
+    return problems.length ? problems.join('; ') : null;
+  }
+  return localProblem(dir, recorded?.sha256);
+}
 
 export function sha256Hex(bytes: Uint8Array): string {
   return createHash('sha256').update(bytes).digest('hex');

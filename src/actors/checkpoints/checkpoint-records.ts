@@ -3,30 +3,33 @@
  * (`akbe worker`): CheckpointStore's `recorded` lookup.
  */
 import type { EventStore } from '../../events/store.js';
+import type { RecordedCheckpoint } from './checkpoint-integrity.js';
 
 /**
  * The sha256 a run's log records for a version (a worker's `recorded` lookup): run.started's
  * `basePolicySha256` for v0, policy.published for the others. A version just trained may be asked
  * for a moment before its policy.published is stored: the lookup waits up to `waitMs` for it, then
- * says so and answers undefined (the copy is then checked for its format only).
+ * says so and answers undefined (the copy is then checked for its format only). policy.published v2
+ * also records the checkpoint's manifest (every file's sha256); a v1 one answers manifest null.
  */
 export function recordedInLog(
   store: EventStore,
   runId: string,
   opts: { waitMs?: number; log?: (line: string) => void } = {},
-): (version: number) => Promise<string | undefined> {
+): (version: number) => Promise<RecordedCheckpoint | undefined> {
   return async (version) => {
     if (version === 0) {
       for await (const { event } of store.replayType(runId, 'run.started')) {
         const sha = event.data.config.basePolicySha256;
-        return typeof sha === 'string' ? sha : undefined;
+        return typeof sha === 'string' ? { sha256: sha } : undefined;
       }
       return undefined;
     }
     const deadline = Date.now() + (opts.waitMs ?? 30_000);
     for (;;) {
       for await (const { event } of store.replayType(runId, 'policy.published'))
-        if (event.data.version === version) return event.data.sha256;
+        if (event.data.version === version)
+          return { sha256: event.data.sha256, manifest: event.data.manifest ?? null };
       if (Date.now() >= deadline) break;
       await new Promise((r) => setTimeout(r, 250));
     }

@@ -19,10 +19,17 @@
  * refused (CheckpointIntegrityError): the object store can be written by the trainer role, the log's
  * policy.published only by the orchestrator. A local copy that does not match (or, with no recorded
  * sha256, does not parse: a truncated write) is replaced by the stored copy, and the log line says so.
+ *
+ * Manifest (policy.published v2): publish() hashes every file of the version directory (config,
+ * tokenizer files, AdamW state, weights) and uploads them all; the manifest and its digest go into
+ * policy.published. A load of a version whose log records a manifest checks every file against it
+ * (checkpoint-integrity.ts): a missing file, an extra file or a file with another sha256 makes the
+ * local copy damaged and the stored copy refused. Logs from before (manifest null) are checked on
+ * their weights only, and say so once per version.
  */
 
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ObjectStore } from '@nats-io/obj';
 import { Objm, setSha256Backend } from '@nats-io/obj';
@@ -30,10 +37,19 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { retryElection } from '../../events/retry.js';
 import { defaultReplicas } from '../../events/streams.js';
 import { CHECKPOINT_BUCKET } from '../../events/subjects.js';
+import { type Manifest, manifestDigest, manifestOf } from '../../events/train-digest.js';
 import { decodeSafetensors } from '../../gpu/safetensors.js';
 import { faultPoint } from '../../util/kill-point.js';
 import { openRunsBucket, RunEntries } from '../nats/runs-bucket.js';
-import { localProblem, sha256Hex } from './checkpoint-integrity.js';
+import {
+  checkpointProblem,
+  isTemporary,
+  manifestProblems,
+  noManifestNote,
+  type RecordedCheckpoint,
+  readCheckpointFiles,
+  sha256Hex,
+} from './checkpoint-integrity.js';
 import { keepCheckpointsProblem } from './keep-checkpoints.js';
 
 // Object store digests through node:crypto rather than the client's default pure-JS sha256 (a
@@ -41,6 +57,8 @@ import { keepCheckpointsProblem } from './keep-checkpoints.js';
 setSha256Backend('native');
 
 const FILES = ['config.json', 'model.safetensors', 'optimizer.safetensors'] as const;
+/** A file name a manifest may hold: no path, no leading dot (so never `.` or `..`). */
+const SAFE_FILE_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
 /** Object store chunks of an upload: the client lowers it to the server's max_payload (1 MiB by default). */
 const UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024;
 /** Files of a Hugging Face checkpoint besides the weights: copied from the base into every local
@@ -70,16 +88,20 @@ export class CheckpointMissingError extends Error {
   }
 }
 
-/** A stored checkpoint whose weights are not the ones the log recorded: never loaded. */
+/** A stored checkpoint whose weights (or, with a manifest, any file) are not the ones the log recorded: never loaded. */
 export class CheckpointIntegrityError extends Error {
   constructor(
     readonly runId: string,
     readonly version: number,
     readonly actual: string,
     readonly expected: string,
+    /** With a manifest: what is wrong, each problem naming its file (checkpoint-integrity.ts). */
+    readonly problems?: string[],
   ) {
     super(
-      `run ${runId}: policy version ${version} in object store ${CHECKPOINT_BUCKET} has sha256 ${actual.slice(0, 16)}…, not the ${expected.slice(0, 16)}… the log recorded; refusing to load it`,
+      problems?.length
+        ? `run ${runId}: policy version ${version} in object store ${CHECKPOINT_BUCKET} does not match the manifest the log recorded: ${problems.join('; ')}; refusing to load it`
+        : `run ${runId}: policy version ${version} in object store ${CHECKPOINT_BUCKET} has sha256 ${actual.slice(0, 16)}…, not the ${expected.slice(0, 16)}… the log recorded; refusing to load it`,
     );
     this.name = 'CheckpointIntegrityError';
   }
@@ -92,7 +114,7 @@ export interface CheckpointStoreOptions {
    * The sha256 the log recorded for a version not registered with `expect` (a worker reads the
    * run's log); undefined when the log has none.
    */
-  recorded?: (version: number) => Promise<string | undefined>;
+  recorded?: (version: number) => Promise<string | RecordedCheckpoint | undefined>;
   /**
    * A worker's cache: keep only the newest N versions on disk (and v0), removed as newer ones are
    * fetched or published (keepCheckpoints; 0 or undefined keeps all). The orchestrator prunes the
@@ -110,11 +132,17 @@ export interface PublishedCheckpoint {
   bytes: number;
   /** The digest of the train request that made this version, as the trainer computed it on receipt. */
   requestSha256?: string;
+  /** sha256 of every file of the version directory (policy.published v2). */
+  manifest: Manifest;
+  /** manifestDigest(manifest). */
+  manifestSha256: string;
 }
 
 export class CheckpointStore {
-  /** sha256 of each version's model.safetensors as the log records it (or as this process wrote it). */
-  private readonly expected = new Map<number, string>();
+  /** What the log records of each version (or what this process wrote): weights' sha256, manifest. */
+  private readonly expected = new Map<number, RecordedCheckpoint>();
+  /** Versions whose missing manifest was said (once each). */
+  private readonly noted = new Set<number>();
   /** Versions whose local copy was checked (or written) by this process. */
   private readonly verified = new Set<number>();
   /** prune(): every version from 1 to below this one is gone (1: nothing pruned by this process yet). */
@@ -148,17 +176,21 @@ export class CheckpointStore {
     return new CheckpointStore(nc, runId, dir, obj, entries, opts);
   }
 
-  /** Registers the sha256 the log recorded for `version`'s model.safetensors. */
-  expect(version: number, sha256: string): void {
-    this.expected.set(version, sha256);
+  /**
+   * Registers what the log recorded for `version`: its model.safetensors' sha256 and, from
+   * policy.published v2, its manifest (null: a v1 policy.published, which recorded none).
+   */
+  expect(version: number, sha256: string, manifest?: Manifest | null): void {
+    this.expected.set(version, { sha256, manifest });
   }
 
-  private async recordedSha(version: number): Promise<string | undefined> {
+  private async recordedFor(version: number): Promise<RecordedCheckpoint | undefined> {
     const known = this.expected.get(version);
     if (known) return known;
     const found = await this.opts.recorded?.(version);
-    if (found) this.expected.set(version, found);
-    return found;
+    const rec = typeof found === 'string' ? { sha256: found } : found;
+    if (rec) this.expected.set(version, rec);
+    return rec;
   }
 
   versionDir(version: number): string {
@@ -176,9 +208,13 @@ export class CheckpointStore {
     // The files go up side by side, in chunks as large as the server takes: the object store
     // waits for an ack per chunk, and one file after another in 128 KiB chunks made the upload the
     // longest part of a tiny policy's training step (bench/async.ts, BENCHMARKS.md).
+    // Every file of the directory (not a temporary one of a cut write, nor any other dotfile):
+    // the manifest covers them all.
+    const files = [...(await readCheckpointFiles(dir))].filter(
+      ([file]) => !isTemporary(file) && SAFE_FILE_NAME.test(file),
+    );
     const uploaded = await Promise.all(
-      FILES.filter((file) => existsSync(join(dir, file))).map(async (file) => {
-        const bytes = new Uint8Array(await readFile(join(dir, file)));
+      files.map(async ([file, bytes]) => {
         const name = this.objectName(version, file);
         const meta = { name, options: { max_chunk_size: UPLOAD_CHUNK_BYTES } };
         // A timed-out put is made again (retry.ts): a put of the same name replaces the object.
@@ -193,8 +229,9 @@ export class CheckpointStore {
     if (!model) throw new CheckpointMissingError(this.runId, version);
     await this.setCurrentVersion(version);
     const sha256 = sha256Hex(model);
+    const manifest = manifestOf(new Map(files));
     // This process wrote (or checked) these bytes: later loads here need not hash them again.
-    this.expected.set(version, sha256);
+    this.expected.set(version, { sha256, manifest });
     this.verified.add(version);
     await this.pruneCache(version);
     return {
@@ -202,6 +239,8 @@ export class CheckpointStore {
       checkpoint: this.objectName(version, 'model.safetensors'),
       sha256,
       bytes: model.byteLength,
+      manifest,
+      manifestSha256: manifestDigest(manifest),
     };
   }
 
@@ -222,11 +261,17 @@ export class CheckpointStore {
    */
   async local(version: number): Promise<string> {
     const dir = this.versionDir(version);
-    const expected = await this.recordedSha(version);
+    const recorded = await this.recordedFor(version);
+    const expected = recorded?.sha256;
+    const manifest = recorded?.manifest ?? undefined;
+    if (recorded?.manifest === null && !this.noted.has(version)) {
+      this.noted.add(version);
+      this.opts.log?.(noManifestNote(version));
+    }
     let damage: string | undefined;
     if (existsSync(join(dir, 'model.safetensors')) && existsSync(join(dir, 'config.json'))) {
       if (this.verified.has(version)) return dir;
-      damage = (await localProblem(dir, expected)) ?? undefined;
+      damage = (await checkpointProblem(dir, version, recorded)) ?? undefined;
       if (!damage) {
         this.verified.add(version);
         return dir;
@@ -235,19 +280,43 @@ export class CheckpointStore {
         `checkpoint v${version} at ${dir} is damaged (${damage}); using the stored copy from object store ${CHECKPOINT_BUCKET}`,
       );
     }
+    // The manifest comes from the trainer's reply: a name that is not a plain file name (a path,
+    // `..`) would write outside the version directory, so it is refused before anything is fetched.
+    const unsafe = manifest ? Object.keys(manifest).filter((f) => !SAFE_FILE_NAME.test(f)) : [];
+    if (unsafe.length)
+      throw new CheckpointIntegrityError(
+        this.runId,
+        version,
+        '',
+        expected ?? '',
+        unsafe.map((f) => `the manifest names ${JSON.stringify(f)}, not a plain file name`),
+      );
     const files = new Map<string, Uint8Array>();
-    for (const file of FILES) {
+    // With a manifest, every file it names (tokenizer files and weight shards too); else the three.
+    for (const file of manifest ? Object.keys(manifest).sort() : FILES) {
       const name = this.objectName(version, file);
       // null: no such object (a missing optimizer state is fine); election errors are retried.
       const bytes = await retryElection(this.nc, `fetch ${name}`, () => this.obj.getBlob(name)).catch(
         () => null,
       );
       if (bytes) files.set(file, bytes);
-      else if (file !== 'optimizer.safetensors')
+      else if (file === 'model.safetensors' || (!manifest && file !== 'optimizer.safetensors'))
         throw new CheckpointMissingError(this.runId, version, damage);
     }
-    const model = files.get('model.safetensors')!;
+    const model = files.get('model.safetensors');
+    if (!model) throw new CheckpointMissingError(this.runId, version, damage);
     const actual = sha256Hex(model);
+    if (manifest) {
+      const problems = manifestProblems(version, manifest, manifestOf(files));
+      if (problems.length)
+        throw new CheckpointIntegrityError(
+          this.runId,
+          version,
+          actual,
+          expected ?? manifest['model.safetensors'],
+          problems,
+        );
+    }
     if (expected && actual !== expected)
       throw new CheckpointIntegrityError(this.runId, version, actual, expected);
     if (!expected) decodeSafetensors(model, this.objectName(version, 'model.safetensors'));
@@ -258,7 +327,12 @@ export class CheckpointStore {
       await writeFile(tmp, bytes);
       await rename(tmp, join(dir, file));
     }
-    this.expected.set(version, actual);
+    // What the manifest does not name goes (a planted file, a cut write's leftover): the directory
+    // is then exactly the recorded checkpoint.
+    if (manifest)
+      for (const file of await readdir(dir))
+        if (!(file in manifest)) await rm(join(dir, file), { recursive: true, force: true });
+    this.expected.set(version, { sha256: actual, manifest: recorded?.manifest });
     this.verified.add(version);
     await this.pruneCache(version);
     return dir;
@@ -293,9 +367,14 @@ export class CheckpointStore {
     if (this.prunedFrom === 1) for (const v of await this.presentVersions()) candidates.add(v);
     else for (let v = this.prunedFrom; v <= last; v++) candidates.add(v);
     const removed = [...candidates].filter((v) => v >= 1 && v <= last).sort((a, b) => a - b);
+    // Every object of a removed version (tokenizer files and shards too, since manifests).
+    const stored = removed.length ? await this.storedNames() : [];
     for (const v of removed) {
       await rm(this.versionDir(v), { recursive: true, force: true });
-      for (const file of FILES) {
+      const prefix = `${this.runId}/v${v}/`;
+      const names = new Set<string>([...FILES, ...TOKENIZER_FILES]);
+      for (const n of stored) if (n.startsWith(prefix)) names.add(n.slice(prefix.length));
+      for (const file of names) {
         const name = this.objectName(v, file);
         // Through a leader election; a missing object (optimizer state) is fine.
         await retryElection(this.nc, `delete ${name}`, () => this.obj.delete(name)).catch(() => undefined);
@@ -304,6 +383,12 @@ export class CheckpointStore {
     }
     this.prunedFrom = last + 1;
     return removed;
+  }
+
+  /** Names of every object in the bucket. */
+  private async storedNames(): Promise<string[]> {
+    const infos = await retryElection(this.nc, `list ${CHECKPOINT_BUCKET}`, () => this.obj.list());
+    return infos.map((i) => i.name);
   }
 
   /** The versions of this run on disk or in the object store. */

@@ -50,21 +50,26 @@ export async function frozenPolicyDir(
   const runId = frozen.slice(RUN_PREFIX.length);
   const last = await lastPublished(o.store, runId);
   const store = await CheckpointStore.open(o.nc, runId, join(dirname(o.runDir), runId, 'checkpoints'));
-  store.expect(last.version, last.sha256);
+  store.expect(last.version, last.sha256, last.manifest);
   return store.local(last.version);
 }
 
-async function lastPublished(store: EventStore, runId: string): Promise<{ version: number; sha256: string }> {
+type Last = { version: number; sha256: string; manifest: Record<string, string> | null };
+async function lastPublished(store: EventStore, runId: string): Promise<Last> {
   let status: string | null = null;
   for await (const { event } of store.replayType(runId, 'run.finished')) status = event.data.status;
   if (status !== 'completed')
     throw new FrozenPolicyError(
       `run ${runId} ${status === null ? 'has not finished' : `finished ${status}`}; its last checkpoint is the frozen policy, so it must complete first`,
     );
-  let last: { version: number; sha256: string } | null = null;
+  let last: Last | null = null;
   for await (const { event } of store.replayType(runId, 'policy.published'))
     if (!last || event.data.version > last.version)
-      last = { version: event.data.version, sha256: event.data.sha256 };
+      last = {
+        version: event.data.version,
+        sha256: event.data.sha256,
+        manifest: event.data.manifest ?? null,
+      };
   if (!last) throw new FrozenPolicyError(`run ${runId} published no checkpoint`);
   return last;
 }

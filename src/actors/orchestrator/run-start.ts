@@ -191,7 +191,8 @@ function checkpointPruner(checkpoints: CheckpointStore, keep: number, log: (line
 function expectRecordedCheckpoints(checkpoints: CheckpointStore, point: ResumePoint): void {
   const base = point.runStarted?.data.config.basePolicySha256;
   if (typeof base === 'string') checkpoints.expect(0, base);
-  for (const [version, sha256] of point.publishedSha) checkpoints.expect(version, sha256);
+  for (const [version, sha256] of point.publishedSha)
+    checkpoints.expect(version, sha256, point.publishedManifest.get(version) ?? null);
 }
 
 /** Phases 1 and 2, then the run's setup; run.started is in the log when this returns. */

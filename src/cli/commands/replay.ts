@@ -4,6 +4,7 @@
  * `--inspect`: re-play the run's machines to the Stately inspector (docs/inspector.md).
  * Its modules load inside `run` (dynamic imports; src/cli/registry.ts says why).
  */
+import { join } from 'node:path';
 import type { RunLog } from '../../audit/run-log.js';
 import type { AkbeEvent } from '../../events/catalog.js';
 import { type CommandContext, type CommandSpec, intFlag, UsageError } from '../command.js';
@@ -253,7 +254,12 @@ const replay: CommandSpec = {
         ctx.err.write(`akbe replay: loaded the run's plugins: ${plugins.map((p) => p.path).join(', ')}\n`);
       const { auditPassed, auditRunLog } = await import('../../audit/audit.js');
       const { formatAuditReport } = await import('../../audit/report-format.js');
-      const report = auditRunLog(log);
+      // The run's checkpoints, where this machine has them (akbe train's run dir under home).
+      const { akbeHome } = await import('../../actors/nats/server-record.js');
+      const home = (ctx.flags.home as string | undefined) ?? akbeHome();
+      const report = auditRunLog(log, {
+        ...(log.runId ? { checkpointsDir: join(home, 'runs', log.runId, 'checkpoints') } : {}),
+      });
       ctx.out.write(ctx.flags.json ? `${JSON.stringify(report)}\n` : formatAuditReport(report));
       failed = !auditPassed(report);
     }

@@ -18,6 +18,8 @@ export interface ResumePoint {
   lastPublished: { step: number; version: number } | null;
   /** The sha256 of each published version's weights (a checkpoint fetched is checked against it). */
   publishedSha: Map<number, string>;
+  /** Each published version's manifest (null: a v1 policy.published, which recorded none). */
+  publishedManifest: Map<number, Record<string, string> | null>;
   /** Each question's category at its last labeling in a published step (see `lastCategories`). */
   labels: Map<string, Array<{ step: number; category: BoundaryCategory }>>;
   finished: boolean;
@@ -32,6 +34,7 @@ export const resumePoint = defineProjection({
     runStarted: null,
     lastPublished: null,
     publishedSha: new Map(),
+    publishedManifest: new Map(),
     labels: new Map(),
     finished: false,
   }),
@@ -42,6 +45,7 @@ export const resumePoint = defineProjection({
         return { ...s, runStarted: e };
       case 'policy.published':
         s.publishedSha.set(e.data.version, e.data.sha256);
+        s.publishedManifest.set(e.data.version, e.data.manifest ?? null);
         return e.data.version > 0
           ? { ...s, lastPublished: { step: e.meta.step, version: e.data.version } }
           : s;
