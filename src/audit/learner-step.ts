@@ -75,6 +75,37 @@ export function auditLearner(
     );
     return lastCategory;
   }
+  checkLabels(c, s, prepared, settings, checked);
+  const learner = s.learner;
+  if (!learner) {
+    c.notes.add(`step ${s.step}: no learner.step recorded (an unfinished step?)`);
+    return prepared.lastCategory;
+  }
+  checked.steps++;
+  const where = { seq: learnerSeq, eventType: learner.type, step: s.step };
+  checkStepMetrics(c, where, s, learner, prepared, trainVersion, published, settings);
+  const batch = learner.data.batch;
+  if (!batch) {
+    c.notes.add('learner.step without batch: advantages and trained rows not checked');
+    return prepared.lastCategory;
+  }
+  const b = prepared.batch;
+  checkBatchRows(c, where, batch, prepared, checked);
+  if (b.dpoPairs || batch.dpoPairs)
+    checkDpoPairs((f, rec, want) => c.check(where, f, rec, want), batch, b, version, results);
+  return prepared.lastCategory;
+}
+
+type Prepared = ReturnType<typeof prepareStep>;
+
+/** Each boundary.labeled against the label the learner's own rule gives. */
+function checkLabels(
+  c: Collector,
+  s: StepLog,
+  prepared: Prepared,
+  settings: AuditSettings,
+  checked: AuditCounts,
+): void {
   prepared.labels.forEach((label, i) => {
     const e = s.questions.get(label.questionId)?.label;
     if (!e) {
@@ -91,13 +122,19 @@ export function auditLearner(
     c.check(where, 'tieBreakSeed', e.data.tieBreakSeed, label.tieBreakSeed);
     c.check(where, 'previousCategory', e.data.previousCategory, prepared.previous[i]);
   });
-  const learner = s.learner;
-  if (!learner) {
-    c.notes.add(`step ${s.step}: no learner.step recorded (an unfinished step?)`);
-    return prepared.lastCategory;
-  }
-  checked.steps++;
-  const where = { seq: learnerSeq, eventType: learner.type, step: s.step };
+}
+
+/** The step's versions and metrics (em, tc, tp, categories, shifts, lengths, oracle rates). */
+function checkStepMetrics(
+  c: Collector,
+  where: Where,
+  s: StepLog,
+  learner: NonNullable<StepLog['learner']>,
+  prepared: Prepared,
+  trainVersion: number,
+  published: RunLog['published'],
+  settings: AuditSettings,
+): void {
   const m = learner.data.metrics;
   const sm = prepared.metrics;
   const wt = prepared.groups.flatMap((g) => g.withTool);
@@ -118,11 +155,16 @@ export function auditLearner(
   c.check(where, 'metrics.meanResponseLength', m.meanResponseLength, sm.meanResponseLength);
   c.check(where, 'metrics.toolCallsPerBatch', m.toolCallsPerBatch, sm.toolCallsPerBatch);
   checkOracleRates(c, where, s, prepared.groups, learner.data.extra, settings);
-  const batch = learner.data.batch;
-  if (!batch) {
-    c.notes.add('learner.step without batch: advantages and trained rows not checked');
-    return prepared.lastCategory;
-  }
+}
+
+/** The trained batch row by row: ids, contexts, advantages, loss memberships, mini-batches. */
+function checkBatchRows(
+  c: Collector,
+  where: Where,
+  batch: NonNullable<NonNullable<StepLog['learner']>['data']['batch']>,
+  prepared: Prepared,
+  checked: AuditCounts,
+): void {
   const b = prepared.batch;
   c.check(where, 'batch.miniBatchSeed', batch.miniBatchSeed, prepared.miniBatchSeed);
   c.check(where, 'batch.lossTokens', batch.lossTokens, b.lossTokens);
@@ -151,9 +193,6 @@ export function auditLearner(
       b.miniBatches.findIndex((mb) => mb.includes(i)),
     );
   });
-  if (b.dpoPairs || batch.dpoPairs)
-    checkDpoPairs((f, rec, want) => c.check(where, f, rec, want), batch, b, version, results);
-  return prepared.lastCategory;
 }
 
 /**
