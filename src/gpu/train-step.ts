@@ -165,12 +165,50 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
   );
 
   // ---- 4. global-norm clipping ----
+  const { gradNorm, coef } = globalNormClip(g, grads, hp.max_grad_norm, dtype);
+
+  // ---- 5. AdamW ----
+  addAdamW(g, { shapes, grads, p, hp, coef, dtype, host, gradOutputs: opts.gradOutputs === true });
+
+  g.output(loss.loss, 'loss');
+  g.output(loss.pgLoss, 'pg_loss');
+  g.output(loss.akbeLoss, 'akbe_loss');
+  if (loss.dpoLoss) g.output(loss.dpoLoss, 'dpo_loss');
+  g.output(gradNorm, 'grad_norm');
+  g.output(loss.clipFrac, 'clip_frac');
+  g.output(loss.approxKl, 'approx_kl');
+  g.output(loss.entropy!, 'entropy');
+  g.output(fwd.tokenLogp, 'logprobs');
+  return g;
+}
+
+/** The global gradient norm and the clipping coefficient min(max_norm / (norm + 1e-6), 1). */
+function globalNormClip(g: GraphT, grads: Tensor[], maxNorm: Tensor, dtype: FloatDType) {
   const sq = grads.map((gr) => reduceSum(mul(gr, gr)));
   const [sumSq] = g.addNode('Sum', sq, {}, [{ dtype, shape: [] }]);
   const gradNorm = sqrt(sumSq);
-  const coef = min(div(hp.max_grad_norm, add(gradNorm, 1e-6)), 1);
+  return { gradNorm, coef: min(div(maxNorm, add(gradNorm, 1e-6)), 1) };
+}
 
-  // ---- 5. AdamW ----
+/**
+ * AdamW on the clipped gradients: in the graph (moments in, `new.*` / `new_adam_*` out), or for the
+ * host optimizer only its scalars and the gradients out (src/gpu/adamw.ts updates in place).
+ */
+function addAdamW(
+  g: GraphT,
+  a: {
+    shapes: ReadonlyArray<{ name: string; shape: number[] }>;
+    grads: Tensor[];
+    p: Map<string, Tensor>;
+    hp: Record<HyperName, Tensor>;
+    coef: Tensor;
+    dtype: FloatDType;
+    host: boolean;
+    gradOutputs: boolean;
+  },
+): void {
+  const { shapes, grads, p, hp, coef, dtype, host } = a;
+  const names = shapes.map((s) => s.name);
   // Scalars first, so each parameter pays only for elementwise work.
   const s1 = mul(sub(1, hp.beta1), coef); // (1 - b1) coef
   const s2 = mul(sub(1, hp.beta2), mul(coef, coef)); // (1 - b2) coef^2
@@ -197,18 +235,7 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
       g.output(sub(decayed, mul(div(m1, denom), stepSize)), `new.${name}`);
       g.output(m1, `new_adam_m.${name}`);
       g.output(v1, `new_adam_v.${name}`);
-      if (opts.gradOutputs) g.output(gr, `grad.${name}`);
+      if (a.gradOutputs) g.output(gr, `grad.${name}`);
     });
   }
-
-  g.output(loss.loss, 'loss');
-  g.output(loss.pgLoss, 'pg_loss');
-  g.output(loss.akbeLoss, 'akbe_loss');
-  if (loss.dpoLoss) g.output(loss.dpoLoss, 'dpo_loss');
-  g.output(gradNorm, 'grad_norm');
-  g.output(loss.clipFrac, 'clip_frac');
-  g.output(loss.approxKl, 'approx_kl');
-  g.output(loss.entropy!, 'entropy');
-  g.output(fwd.tokenLogp, 'logprobs');
-  return g;
 }
