@@ -104,6 +104,10 @@ t.test(
     t.same(pp.data, { version: 1, requestSha256: null, manifest: null, manifestSha256: null });
     const rs = UPCASTERS.upcast({ type: 'run.started', v: 1, data: { algo: 'grpo' }, meta });
     t.equal(rs.v, 2);
-    t.same(rs.data, { algo: 'grpo', trainerRuntime: null }, 'run.started v1: no trainer runtime recorded');
+    t.same(
+      rs.data,
+      { algo: 'grpo', trainerRuntime: null, trainSigner: null },
+      'run.started v1: no trainer runtime or signer recorded',
+    );
   },
 );
