@@ -18,8 +18,8 @@ import { requestTrain } from '../src/actors/services/trainer/trainer-service.js'
 import { EventStore } from '../src/events/store.js';
 import { PolicyHost } from '../src/gpu/policy-host.js';
 import { lossTermsFor } from '../src/rl/algorithms/index.js';
-import type { TrainBatch } from '../src/rl/batch.js';
 import { withNats } from './helpers/nats.js';
+import { oneRowBatch } from './helpers/one-row-batch.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 
 const fx = await tinyRunFixture();
@@ -27,25 +27,6 @@ const nats = await withNats(t);
 const store = await EventStore.open(nats.nc);
 const home = mkdtempSync(join(tmpdir(), 'akbe-trainer-thread-'));
 t.teardown(() => rmSync(home, { recursive: true, force: true }));
-
-/** One GRPO row of 6 tokens with a non-zero advantage, so the update moves the weights. */
-function oneRow(): TrainBatch {
-  const info = { questionId: 'q0', rolloutId: 'q0.wt0', path: 'with-tool', context: 'with-tool' } as const;
-  return {
-    rows: 1,
-    T: 6,
-    inputIds: Int32Array.from([5, 6, 7, 8, 9, 10]),
-    lossMask: Float32Array.from([0, 1, 1, 1, 1]),
-    oldLogprobs: Float32Array.from([0, -3, -3, -3, -3]),
-    advantages: Float32Array.from([1]),
-    pgWeight: Float32Array.from([1]),
-    akbeWeight: Float32Array.from([0]),
-    recomputeOld: Uint8Array.from([0]),
-    rowInfo: [{ ...info, promptLength: 1, length: 6 }],
-    miniBatches: [[0]],
-    lossTokens: 4,
-  };
-}
 
 const GEN = { prompt: [5, 6, 7], maxNewTokens: 12, seed: 7, temperature: 1, topP: 1, stopTokens: [] };
 
@@ -76,7 +57,7 @@ const train = (runId: string) =>
     {
       step: 0,
       policyVersion: 0,
-      batch: oneRow(),
+      batch: oneRowBatch(),
       losses: lossTermsFor({ algo: 'grpo', clipEps: 0.2, akbeLossForm: 'nll', lambda: 0 }),
       lr: 0.05,
       epochs: 1,

@@ -22,6 +22,7 @@ import { DEAD_LETTER_STREAM, serviceSubject } from '../src/events/subjects.js';
 import { signTrainRequest } from '../src/events/train-signature.js';
 import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import { withNats } from './helpers/nats.js';
+import { oneRowBatch } from './helpers/one-row-batch.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 
 const fx = await tinyRunFixture();
@@ -33,24 +34,10 @@ const orchestrator = createUser();
 const runId = 'sig-run';
 
 function call(step = 0, ids = [5, 6, 7, 8, 9, 10]): TrainCall {
-  const info = { questionId: 'q0', rolloutId: 'q0.wt0', path: 'with-tool', context: 'with-tool' } as const;
   return {
     step,
     policyVersion: 0,
-    batch: {
-      rows: 1,
-      T: 6,
-      inputIds: Int32Array.from(ids),
-      lossMask: Float32Array.from([0, 1, 1, 1, 1]),
-      oldLogprobs: Float32Array.from([0, -3, -3, -3, -3]),
-      advantages: Float32Array.from([1]),
-      pgWeight: Float32Array.from([1]),
-      akbeWeight: Float32Array.from([0]),
-      recomputeOld: Uint8Array.from([0]),
-      rowInfo: [{ ...info, promptLength: 1, length: 6 }],
-      miniBatches: [[0]],
-      lossTokens: 4,
-    },
+    batch: oneRowBatch(ids),
     losses: lossTermsFor({ algo: 'grpo', clipEps: 0.2, akbeLossForm: 'nll', lambda: 0 }),
     lr: 0.05,
     epochs: 1,
