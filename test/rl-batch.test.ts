@@ -1,5 +1,6 @@
 import t from 'tap';
-import { assembleBatch, type BatchQuestion, sliceMiniBatch } from '../src/rl/batch.js';
+import { assembleBatch, type BatchQuestion } from '../src/rl/batch.js';
+import { sliceMiniBatch } from '../src/rl/mini-batch.js';
 import type { BoundaryLabel, QuestionGroup } from '../src/rl/types.js';
 import { group, rollout } from './helpers/rollouts.js';
 

@@ -14,8 +14,9 @@
  */
 import type { TrainRequest as UpdateRequest } from '../gpu/policy-runtime.js';
 import type { TrainHyper, TrainMetrics } from '../gpu/trainer.js';
-import { sliceMiniBatch, type TrainBatch } from '../rl/batch.js';
+import type { TrainBatch } from '../rl/batch.js';
 import { type LossTerm, trainerPlan } from '../rl/losses.js';
+import { sliceMiniBatch } from '../rl/mini-batch.js';
 
 /** What runs the updates: a policy whose weights (and AdamW state) the loop advances in place. */
 export interface TrainEngine {
