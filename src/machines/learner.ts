@@ -11,8 +11,8 @@
  * version its step trains from, or whose step already trained; each drop is a `group.discarded`
  * with its reason and is listed in the step's `learner.step` (`dropped`), never silent.
  *
- * Between the two it is pure (prepare-step.ts over src/rl): labels every question's knowledge boundary and picks its
- * target, computes GRPO advantages over each with-tool group, assembles the batch (masks,
+ * Between the two it is pure (prepare-step.ts over src/rl): labels every question's knowledge
+ * boundary and picks its target, computes GRPO advantages over each with-tool group, assembles the batch (masks,
  * old logprobs, loss weights, mini-batches), and measures the step (category counts, boundary
  * shifts since each question's previous label). Facts: one `boundary.labeled` per question,
  * `learner.step`, then `policy.published`; the parent (the run machine) also receives
