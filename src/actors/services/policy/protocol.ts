@@ -2,6 +2,7 @@
  * What the policy service speaks on `svc.generate`: the request a rollout's generate actor sends
  * and the reply it gets. service-requests.ts validates the request at the edge against this shape.
  */
+import type { FinishReason } from '../../../util/finish-reason.js';
 
 export interface GenerateCall {
   policyVersion: number;
@@ -18,6 +19,6 @@ export interface GenerateCall {
 export interface GenerateReply {
   tokens: number[];
   logprobs: number[];
-  finish: 'stop_token' | 'stop_string' | 'length';
+  finish: FinishReason;
   version: number;
 }
