@@ -239,15 +239,15 @@ t.test(
     // The decoder says 'length' with room left: still 'length', not 'eos'.
     const own = playing([{ text: '<think> a </think>', finish: 'length' }]);
     t.equal((await finish(rolloutInput(), own.generate)).result.stopReason, 'length');
-    // A plain turn ('stop') of exactly the 20 tokens left: 'length'.
-    const full = playing([{ text: '<think> a </think>', finish: 'stop', pad: 0 }]);
+    // A plain turn ('stop_string') of exactly the 20 tokens left: 'length'.
+    const full = playing([{ text: '<think> a </think>', finish: 'stop_string', pad: 0 }]);
     const fill = await finish(
       rolloutInput({ limits: { maxToolCalls: 1, maxResponseTokens: 3 } }),
       full.generate,
     );
     t.strictSame([fill.result.stopReason, fill.result.responseTokens.length], ['length', 3]);
     // One token short of the budget: 'eos'.
-    const short = playing([{ text: '<think> a </think>', finish: 'stop' }]);
+    const short = playing([{ text: '<think> a </think>', finish: 'stop_string' }]);
     const s = await finish(
       rolloutInput({ limits: { maxToolCalls: 1, maxResponseTokens: 4 } }),
       short.generate,
@@ -257,15 +257,15 @@ t.test(
 );
 
 t.test('no budget at all: done on length without asking the policy', async (t) => {
-  const g = playing([{ text: '<answer> y </answer>', finish: 'stop' }]);
+  const g = playing([{ text: '<answer> y </answer>', finish: 'stop_string' }]);
   const r = await finish(rolloutInput({ limits: { maxToolCalls: 1, maxResponseTokens: 0 } }), g.generate);
   t.strictSame([r.result.stopReason, r.result.turns, g.requests.length], ['length', 0, 0]);
 });
 
 t.test('past the tool limit, a malformed turn is invalid-action, not tool-limit', async (t) => {
   const g = playing([
-    { text: '<search> a </search>', finish: 'stop' },
-    { text: 'junk <search> b </search>', finish: 'stop' },
+    { text: '<search> a </search>', finish: 'stop_string' },
+    { text: 'junk <search> b </search>', finish: 'stop_string' },
   ]);
   const r = await finish(rolloutInput({ limits: { maxToolCalls: 1, maxResponseTokens: 60 } }), g.generate);
   t.strictSame([r.result.stopReason, r.result.toolCalls, r.calls.search.length], ['invalid-action', 1, 1]);
@@ -273,8 +273,8 @@ t.test('past the tool limit, a malformed turn is invalid-action, not tool-limit'
 
 t.test('custom tool tags: the rollout calls the tool by its tag', async (t) => {
   const g = playing([
-    { text: '<calc> 1 + 1 </calc>', finish: 'stop' },
-    { text: '<answer> y </answer>', finish: 'stop' },
+    { text: '<calc> 1 + 1 </calc>', finish: 'stop_string' },
+    { text: '<answer> y </answer>', finish: 'stop_string' },
   ]);
   const r = await finish(
     rolloutInput({ limits: { toolTags: ['calc'], maxToolCalls: 1, maxResponseTokens: 60 } }),
@@ -285,7 +285,7 @@ t.test('custom tool tags: the rollout calls the tool by its tag', async (t) => {
     ['answer', 1, [['calc', '1 + 1']]],
   );
   // With the default tags a <calc> block is not a tool call.
-  const d = playing([{ text: '<calc> 1 + 1 </calc>', finish: 'stop' }]);
+  const d = playing([{ text: '<calc> 1 + 1 </calc>', finish: 'stop_string' }]);
   t.equal((await finish(rolloutInput(), d.generate)).result.stopReason, 'invalid-action');
 });
 
@@ -295,7 +295,7 @@ t.test('the rollout machine without its actors says which to provide', async (t)
   await t.rejects(toPromise(a), {
     message: 'rollout machine: provide a `generate` actor (the policy service)',
   });
-  const g = playing([{ text: '<search> a </search>', finish: 'stop' }]);
+  const g = playing([{ text: '<search> a </search>', finish: 'stop_string' }]);
   const b = createActor(rolloutMachine.provide({ actors: { generate: g.generate } }), {
     input: rolloutInput(),
   });
@@ -313,7 +313,7 @@ t.test('question: both paths sorted by index whatever order they finish in; the 
     const i = Number(input.rolloutId.slice(-1));
     await new Promise((r) => setTimeout(r, (3 - i) * 15));
     const tokens = tok.encode('<answer> y </answer>');
-    return { tokens, logprobs: tokens.map(() => 0), text: '<answer> y </answer>', finish: 'stop' };
+    return { tokens, logprobs: tokens.map(() => 0), text: '<answer> y </answer>', finish: 'stop_string' };
   });
   const machine = questionMachine.provide({
     actors: { rollout: rolloutMachine.provide({ actors: { generate, callTool: fakeSearch(tok, calls) } }) },

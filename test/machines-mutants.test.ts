@@ -401,7 +401,7 @@ t.test('a generator returning more tokens than asked is a protocol error with th
         tokens: [1, 2, 3, 4],
         logprobs: [0, 0, 0, 0],
         text: 'x',
-        finish: 'stop' as const,
+        finish: 'stop_string' as const,
       })),
     },
   });
@@ -420,7 +420,7 @@ t.test('a generator returning more tokens than asked is a protocol error with th
         tokens: [1, 2],
         logprobs: [0],
         text: 'x',
-        finish: 'stop' as const,
+        finish: 'stop_string' as const,
       })),
     },
   });

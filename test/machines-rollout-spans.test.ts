@@ -111,8 +111,13 @@ function oneTurn(turn: Partial<GenerateResult> & { tokens: number[] }) {
     actors: {
       generate: fromPromise<GenerateResult, GenerateRequest>(async ({ input }) =>
         input.turn === 0
-          ? { logprobs: turn.tokens.map(() => -0.1), text: '<search> q </search>', finish: 'stop', ...turn }
-          : { tokens: [], logprobs: [], text: '', finish: 'eos' },
+          ? {
+              logprobs: turn.tokens.map(() => -0.1),
+              text: '<search> q </search>',
+              finish: 'stop_string',
+              ...turn,
+            }
+          : { tokens: [], logprobs: [], text: '', finish: 'stop_token' },
       ),
       callTool: fakeSearch(tok, calls),
     },

@@ -134,7 +134,7 @@ t.test('a generator that breaks its contract is an error', async (t) => {
         tokens: [1, 2],
         logprobs: [0],
         text: 'x',
-        finish: 'stop',
+        finish: 'stop_string',
       })),
     },
   });

@@ -1,11 +1,14 @@
 /**
  * When a generated row is finished: a stop token (e.g. end of text), a stop string in the decoded
- * text (e.g. `</search>` or `</answer>`, which may span several tokens), or the length limit.
+ * text (e.g. `</search>` or `</answer>`, which may span several tokens), or the length limit
+ * (the one finish vocabulary: src/util/finish-reason.ts).
  * The token that completes a stop is kept in the output: trajectories are token-in/token-out, and
  * the rollout needs the closing tag it stopped on.
  */
 
-export type FinishReason = 'stop_token' | 'stop_string' | 'length';
+import type { FinishReason } from '../util/finish-reason.js';
+
+export { FINISH_REASONS, type FinishReason } from '../util/finish-reason.js';
 
 export interface StopSpec {
   /** Token ids that end the row when sampled. */

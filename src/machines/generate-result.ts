@@ -3,6 +3,8 @@
  * machine before anything of it is kept: a reply that breaks it is a RolloutProtocolError, not a
  * rollout outcome.
  */
+import type { StopReason } from '../rl/types.js';
+import type { FinishReason } from '../util/finish-reason.js';
 
 export class RolloutProtocolError extends Error {
   constructor(
@@ -22,13 +24,29 @@ export interface GenerateResult {
   logprobs: number[];
   /** The new tokens decoded, special tokens such as EOS left out. */
   text: string;
-  finish: 'stop' | 'eos' | 'length';
+  /** Why the turn ended (src/util/finish-reason.ts). */
+  finish: FinishReason;
   /**
    * When the turn ends in a tool call: the tokens [start, end) of the call's query (of the whole
    * call, tags included, when the query is empty), as indices into `tokens`. The actor finds it
    * from prefix decodes (src/text/token-span.ts); a call turn without one breaks the contract.
    */
   callSpan?: [number, number];
+}
+
+/**
+ * The stored stop reason (the event log's STOP_REASONS, src/rl/types.ts) of a rollout whose last
+ * turn ended with `finish` and was neither an answer nor a tool call: the one place the generate
+ * vocabulary meets the stored one. A turn cut at its token limit, or one that used up the
+ * rollout's response budget (`budgetLeft` <= 0), is 'length'; a turn that stopped by itself (a
+ * stop token, or a stop string that was no tool call) is 'eos', the stored name since log v1.
+ */
+export function storedStopReason(
+  finish: FinishReason,
+  budgetLeft: number,
+): Extract<StopReason, 'eos' | 'length'> {
+  if (finish === 'length' || budgetLeft <= 0) return 'length';
+  return 'eos';
 }
 
 /** Throws RolloutProtocolError when `out` breaks the contract of a turn that asked for `asked` tokens. */

@@ -31,7 +31,12 @@ import type { RolloutPath, RolloutResult, StopReason, TextSegment, TurnActionKin
 import type { Json } from '../util/json.js';
 import { deriveSeed } from '../util/rng.js';
 import { type RolloutFact, reportFact } from './facts.js';
-import { checkGenerateResult, type GenerateResult, RolloutProtocolError } from './generate-result.js';
+import {
+  checkGenerateResult,
+  type GenerateResult,
+  RolloutProtocolError,
+  storedStopReason,
+} from './generate-result.js';
 
 export { type GenerateResult, RolloutProtocolError } from './generate-result.js';
 
@@ -140,7 +145,7 @@ export function decideAfterTurn(c: RolloutContext): { decision: Decision; query:
   if (!check.ok) return { decision: 'invalid-action', ...none };
   if (action.kind === 'answer') return { decision: 'answer', ...none };
   if (call) return { decision: 'tool', query: call.query, tag: call.kind };
-  return { decision: turn.finish === 'length' || remaining(c) <= 0 ? 'length' : 'eos', ...none };
+  return { decision: storedStopReason(turn.finish, remaining(c)), ...none };
 }
 
 function finish(c: RolloutContext, stop: StopReason): RolloutResult {

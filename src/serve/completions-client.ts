@@ -13,6 +13,7 @@
  * checked (ids, logprob count, finish reason) and a server error is an EngineError with the
  * server's own message.
  */
+import type { FinishReason } from '../util/finish-reason.js';
 
 export class EngineError extends Error {
   constructor(
@@ -40,7 +41,7 @@ export interface EngineResult {
   tokens: number[];
   /** log pi of each token as the engine reports it (vLLM: the raw model logprobs, temperature 1). */
   logprobs: number[];
-  finish: 'stop_token' | 'stop_string' | 'length';
+  finish: FinishReason;
 }
 
 export interface CompletionsClientOptions {

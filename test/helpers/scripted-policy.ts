@@ -47,9 +47,9 @@ export function scriptedGenerate(
   return fromPromise<GenerateResult, GenerateRequest>(async ({ input }) => {
     calls.generate.push(input);
     const text = turnText(input);
-    if (text === null) return { tokens: [], logprobs: [], text: '', finish: 'eos' };
+    if (text === null) return { tokens: [], logprobs: [], text: '', finish: 'stop_token' };
     let tokens = tok.encode(text);
-    let finish: GenerateResult['finish'] = 'stop';
+    let finish: GenerateResult['finish'] = 'stop_string';
     if (tokens.length > input.maxNewTokens) {
       tokens = tokens.slice(0, input.maxNewTokens);
       finish = 'length';

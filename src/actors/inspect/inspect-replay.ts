@@ -28,6 +28,7 @@ import {
 import { type RunInput, runMachine, sampleStepQuestions } from '../../machines/run.js';
 import { parseTurn } from '../../rl/format.js';
 import { toolCallTokenSpan } from '../../text/token-span.js';
+import type { FinishReason } from '../../util/finish-reason.js';
 
 /** The log lacks what a re-play needs (names the missing field and who records it). */
 export class ReplayUnavailableError extends Error {
@@ -193,7 +194,8 @@ export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnTex
     const offset = input.tokens.length - done.data.promptTokenIds.length;
     const logprobs = Array.from(done.data.oldLogprobs.subarray(offset, offset + tokens.length));
     const stopped = parseTurn(text, toolTags).kind !== 'none';
-    const finish = tokens.length >= input.maxNewTokens && !stopped ? 'length' : stopped ? 'stop' : 'eos';
+    const finish: FinishReason =
+      tokens.length >= input.maxNewTokens && !stopped ? 'length' : stopped ? 'stop_string' : 'stop_token';
     // The call's span as recorded (response coordinates -> the turn's). An upcast v2 log records
     // none for a call refused by the limit (its old rule counted calls before observations only):
     // the whole turn stands in, as that rule would have read it (the reward is 0 either way).

@@ -8,6 +8,7 @@ import type { GenerateRequest, GenerateResult } from '../../machines/rollout.js'
 import type { TextEnvironment } from '../../text/environment.js';
 import { toolCallTokenSpan } from '../../text/token-span.js';
 import type { AnyTool, ServiceCall } from '../../tools/tool.js';
+import type { FinishReason } from '../../util/finish-reason.js';
 import { toolCallActor } from './tool-calls.js';
 
 /** A turn's decoding request: the machine's input with the environment's stop tokens and strings. */
@@ -38,7 +39,11 @@ export function turnResult(
   toolTags: readonly string[],
 ): GenerateResult {
   const last = tokens[tokens.length - 1];
-  const finish = env.codec.stopIds.includes(last) ? 'eos' : cutAtLength ? 'length' : 'stop';
+  const finish: FinishReason = env.codec.stopIds.includes(last)
+    ? 'stop_token'
+    : cutAtLength
+      ? 'length'
+      : 'stop_string';
   const text = env.turnText(tokens, input.turn);
   const prefixText = (k: number) =>
     k === tokens.length ? text : env.turnText(tokens.slice(0, k), input.turn);

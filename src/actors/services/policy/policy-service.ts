@@ -24,9 +24,9 @@ import { serviceSubject } from '../../../events/subjects.js';
 import type { PolicyHost } from '../../../gpu/policy-host.js';
 import type { CheckpointStore } from '../../checkpoints/checkpoints.js';
 import { type ResendOptions, SERVICE_START_WAIT_MS } from '../../nats/resend-request.js';
-import { answer, call, respondError } from '../../nats/wire.js';
+import { answer, call, respondError, ServiceCallError } from '../../nats/wire.js';
 import { parseGenerateCall } from '../service-requests.js';
-import type { GenerateCall, GenerateReply } from './protocol.js';
+import { checkGenerateReply, type GenerateCall, type GenerateReply } from './protocol.js';
 
 export const POLICY_QUEUE = 'policy';
 
@@ -229,17 +229,26 @@ export class PolicyService implements AsyncDisposable {
 
 /**
  * Calls the policy service; a policy worker that is still starting (or restarting) is waited for
- * (SERVICE_START_WAIT_MS: a rollout's delivery attempt is not spent on "no responders").
+ * (SERVICE_START_WAIT_MS: a rollout's delivery attempt is not spent on "no responders"). The reply
+ * is checked against the request (checkGenerateReply): one that breaks it is a ServiceCallError
+ * named 'InvalidReply' whose message names the field.
  */
-export function requestGenerate(
+export async function requestGenerate(
   nc: NatsConnection,
   runId: string,
   req: GenerateCall,
   timeoutMs = 120_000,
   opts: ResendOptions = {},
 ): Promise<GenerateReply> {
-  return call<GenerateReply>(nc, serviceSubject(runId, 'generate'), req, timeoutMs, {
+  const subject = serviceSubject(runId, 'generate');
+  const reply = await call<unknown>(nc, subject, req, timeoutMs, {
     waitForResponderMs: SERVICE_START_WAIT_MS,
     ...opts,
   });
+  try {
+    checkGenerateReply(reply, req);
+  } catch (err) {
+    throw new ServiceCallError(subject, 'InvalidReply', (err as Error).message, { cause: err });
+  }
+  return reply;
 }
