@@ -61,11 +61,24 @@ async function setup(t: Test) {
   const trainer = await CheckpointStore.open(nats.nc, 'r1', join(home, 'run'));
   writeCheckpoint(join(home, 'base'), 0.25);
   writeFileSync(join(home, 'base', 'tokenizer.json'), '{"model":{"vocab":{}}}');
-  await trainer.importBase(join(home, 'base'));
+  const base = await trainer.importBase(join(home, 'base'));
   const files = writeCheckpoint(trainer.versionDir(1), 0.5);
   const published = await trainer.publish(1);
   const store = await EventStore.open(nats.nc);
   await store.appendMany([
+    // v0's sha256 and manifest, as openRun records them in run.started.config.
+    createEvent(
+      'run.started',
+      {
+        algo: 'grpo',
+        config: { basePolicySha256: base.sha256, basePolicyManifest: base.manifest },
+        seeds: { run: 1 },
+        worldRef: 'test',
+        policyRef: 'base',
+        akbeVersion: 'test',
+      },
+      { runId: 'r1', step: 0, policyVersion: 0 },
+    ),
     createEvent('policy.published', { version: 1, ...published }, { runId: 'r1', step: 0, policyVersion: 1 }),
   ]);
   // The attacker: a process holding the trainer role's key (it may write the object store).
@@ -80,7 +93,7 @@ async function setup(t: Test) {
     for (const [v, sha256] of state.publishedSha) s.expect(v, sha256, state.publishedManifest.get(v));
     return s;
   };
-  return { nats, home, trainer, files, published, store, obj, worker, resumed };
+  return { nats, home, trainer, files, published, base, store, obj, worker, resumed };
 }
 
 t.test('publish records every file of the checkpoint and the manifest digest', async (t) => {
@@ -140,6 +153,24 @@ t.test('(a) a replaced config.json (activation, epsilon) is refused naming confi
   t.match(lines, [
     /^checkpoint v1 at .* is damaged \(config\.json has sha256 [0-9a-f]{12}…, the manifest of v1 records/,
   ]);
+});
+
+t.test("v0 too: a replaced config.json of the base is refused against run.started's manifest", async (t) => {
+  const { obj, worker, base } = await setup(t);
+  t.same(Object.keys(base.manifest).sort(), [
+    'config.json',
+    'model.safetensors',
+    'optimizer.safetensors',
+    'tokenizer.json',
+  ]);
+  t.ok(await (await worker('intact')).local(0), 'the untouched base loads');
+  await obj.putBlob({ name: 'r1/v0/config.json' }, new TextEncoder().encode(FORGED_CONFIG));
+  const err = await (await worker('worker')).local(0).catch((e) => e);
+  t.ok(err instanceof CheckpointIntegrityError, `refused: ${err}`);
+  t.match(
+    err.message,
+    /policy version 0 .*config\.json has sha256 [0-9a-f]{12}…, the manifest of v0 records/,
+  );
 });
 
 t.test('(b) a 7-byte optimizer.safetensors is refused naming it', async (t) => {

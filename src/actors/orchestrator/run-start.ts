@@ -25,6 +25,7 @@ import { DEFAULT_TOOLS, toolsNamed } from '../../tools/registry.js';
 import { readQuestions } from '../../world/files.js';
 import type { WorldQuestion } from '../../world/questions.js';
 import { ensureWorldIndex } from '../../world/search-index.js';
+import { baseManifestOf } from '../checkpoints/checkpoint-records.js';
 import { CheckpointStore, type PublishedCheckpoint } from '../checkpoints/checkpoints.js';
 import { DEFAULT_KEEP_CHECKPOINTS } from '../checkpoints/keep-checkpoints.js';
 import { EventSink } from '../log/event-sink.js';
@@ -189,8 +190,9 @@ function checkpointPruner(checkpoints: CheckpointStore, keep: number, log: (line
 
 /** The sha256 the log recorded for each version (v0's in run.started): checkpoints are checked against it. */
 function expectRecordedCheckpoints(checkpoints: CheckpointStore, point: ResumePoint): void {
-  const base = point.runStarted?.data.config.basePolicySha256;
-  if (typeof base === 'string') checkpoints.expect(0, base);
+  const config = point.runStarted?.data.config;
+  const base = config?.basePolicySha256;
+  if (typeof base === 'string') checkpoints.expect(0, base, baseManifestOf(config));
   for (const [version, sha256] of point.publishedSha)
     checkpoints.expect(version, sha256, point.publishedManifest.get(version) ?? null);
 }
@@ -234,6 +236,8 @@ export async function openRun(o: TrainingOptions, log: (line: string) => void): 
       config: {
         ...setup.runStarted.config,
         basePolicySha256: base.sha256,
+        // Every file of v0 (config, tokenizer, weights): loads of v0 check them all, as for the others.
+        basePolicyManifest: base.manifest,
         ...(decoder ? { rolloutDecoder: decoder } : {}),
       },
     };
