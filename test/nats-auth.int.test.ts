@@ -10,6 +10,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import t from 'tap';
 import { connectAkbeNats } from '../src/actors/nats/connection.js';
 import { authConfPath, NATS_ROLES, seedPath } from '../src/actors/nats/nats-auth.js';
+import { openRunsBucket } from '../src/actors/nats/runs-bucket.js';
 import { ensureRolloutQueue } from '../src/actors/orchestrator/dispatch.js';
 import { rolloutConsumerName } from '../src/actors/rollout/protocol.js';
 import { EventStore } from '../src/events/store.js';
@@ -166,4 +167,20 @@ t.test("a rollout key cannot reconfigure the run's work queue, only read and pul
   // Its own job still works: the worker binds to the durable and reads it.
   const consumer = await jetstream(nc).consumers.get(COMMAND_STREAM, durable);
   t.equal((await consumer.info()).config.max_deliver, 5, 'a worker reads the queue');
+});
+
+t.test("the trainer key writes the run's policy pointer and no other KV key", async (t) => {
+  await openRunsBucket(nats.nc);
+  const nc = await nats.connectAs('trainer');
+  t.teardown(() => nc.close());
+  const js = jetstream(nc);
+  // The issue's attack wrote every run's lock, dedupe key and status with this key.
+  for (const key of ['lock', 'dedupe-key', 'status']) {
+    const r = await refused(
+      js.publish(`$KV.akbe_runs.${runId}.${key}`, new Uint8Array([1]), { timeout: 2_000 }),
+    );
+    t.match(r, /Permissions Violation|permission/i, `${key}: ${r}`);
+  }
+  const ok = await js.publish(`$KV.akbe_runs.${runId}.policy`, new TextEncoder().encode('0'));
+  t.ok(ok.seq > 0, 'its own job: the current policy version');
 });
