@@ -11,14 +11,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jetstream } from '@nats-io/jetstream';
 import t from 'tap';
-import { CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
-import { startRoles } from '../src/actors/roles/roles.js';
 import { createEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { serviceSubject } from '../src/events/subjects.js';
 import { withNats } from './helpers/nats.js';
+import { startTinyRoles } from './helpers/tiny-roles.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 
 const fx = await tinyRunFixture();
@@ -28,21 +26,8 @@ const home = mkdtempSync(join(tmpdir(), 'akbe-reply-'));
 t.teardown(() => rmSync(home, { recursive: true, force: true }));
 const runId = 'reply-run';
 
-const checkpoints = await CheckpointStore.open(nats.nc, runId, join(home, runId));
-await checkpoints.importBase(fx.policyDir);
 // The services on the orchestrator's connection, as `akbe train` runs them by default.
-const started = await startRoles(
-  nats.nc,
-  jetstream(nats.nc),
-  store,
-  checkpoints,
-  runId,
-  tinySpec(fx),
-  ['search'],
-  {
-    threads: 1,
-  },
-);
+const { started } = await startTinyRoles(nats.nc, store, fx, home, runId, tinySpec(fx), ['search']);
 t.teardown(() => started.stop());
 await store.append(
   createEvent(

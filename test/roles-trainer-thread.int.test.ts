@@ -17,9 +17,9 @@ import { requestGenerate } from '../src/actors/services/policy/policy-service.js
 import { requestTrain } from '../src/actors/services/trainer/trainer-service.js';
 import { EventStore } from '../src/events/store.js';
 import { PolicyHost } from '../src/gpu/policy-host.js';
-import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import { withNats } from './helpers/nats.js';
-import { oneRowBatch } from './helpers/one-row-batch.js';
+import { oneRowTrainCall } from './helpers/one-row-batch.js';
+import { startTinyRoles } from './helpers/tiny-roles.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 
 const fx = await tinyRunFixture();
@@ -32,40 +32,14 @@ const GEN = { prompt: [5, 6, 7], maxNewTokens: 12, seed: 7, temperature: 1, topP
 
 async function roles(runId: string, maxStaleness: number) {
   const spec = tinySpec(fx, { maxStaleness });
-  const checkpoints = await CheckpointStore.open(nats.nc, runId, join(home, runId));
-  await checkpoints.importBase(fx.policyDir);
-  const started = await startRoles(
-    nats.nc,
-    jetstream(nats.nc),
-    store,
-    checkpoints,
-    runId,
-    spec,
-    ['policy', 'trainer'],
-    {
-      threads: 1,
-    },
-  );
-  t.teardown(() => started.stop());
-  return { started, checkpoints };
+  const r = await startTinyRoles(nats.nc, store, fx, home, runId, spec, ['policy', 'trainer'], {
+    threads: 1,
+  });
+  t.teardown(() => r.started.stop());
+  return r;
 }
 
-const train = (runId: string) =>
-  requestTrain(
-    nats.nc,
-    runId,
-    {
-      step: 0,
-      policyVersion: 0,
-      batch: oneRowBatch(),
-      losses: lossTermsFor({ algo: 'grpo', clipEps: 0.2, akbeLossForm: 'nll', lambda: 0 }),
-      lr: 0.05,
-      epochs: 1,
-      rowsPerUpdate: 1,
-      padId: 0,
-    },
-    { timeoutMs: 120_000 },
-  );
+const train = (runId: string) => requestTrain(nats.nc, runId, oneRowTrainCall(), { timeoutMs: 120_000 });
 
 /** What a policy freshly loaded from `dir` decodes for GEN. */
 async function freshTokens(dir: string): Promise<number[]> {

@@ -11,18 +11,16 @@ import { join } from 'node:path';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { createUser } from '@nats-io/nkeys';
 import t from 'tap';
-import { CheckpointStore } from '../src/actors/checkpoints/checkpoints.js';
 import { pack } from '../src/actors/nats/wire.js';
-import { startRoles } from '../src/actors/roles/roles.js';
 import type { TrainCall } from '../src/actors/services/trainer/protocol.js';
 import { requestTrain, TRAINER_QUEUE } from '../src/actors/services/trainer/trainer-service.js';
 import { writeDeadLetter } from '../src/events/dead-letter.js';
 import { EventStore } from '../src/events/store.js';
 import { DEAD_LETTER_STREAM, serviceSubject } from '../src/events/subjects.js';
 import { signTrainRequest } from '../src/events/train-signature.js';
-import { lossTermsFor } from '../src/rl/algorithms/index.js';
 import { withNats } from './helpers/nats.js';
-import { oneRowBatch } from './helpers/one-row-batch.js';
+import { oneRowTrainCall } from './helpers/one-row-batch.js';
+import { startTinyRoles } from './helpers/tiny-roles.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
 
 const fx = await tinyRunFixture();
@@ -33,26 +31,13 @@ t.teardown(() => rmSync(home, { recursive: true, force: true }));
 const orchestrator = createUser();
 const runId = 'sig-run';
 
-function call(step = 0, ids = [5, 6, 7, 8, 9, 10]): TrainCall {
-  return {
-    step,
-    policyVersion: 0,
-    batch: oneRowBatch(ids),
-    losses: lossTermsFor({ algo: 'grpo', clipEps: 0.2, akbeLossForm: 'nll', lambda: 0 }),
-    lr: 0.05,
-    epochs: 1,
-    rowsPerUpdate: 1,
-    padId: 0,
-  };
-}
+const call = oneRowTrainCall;
 
-const checkpoints = await CheckpointStore.open(nats.nc, runId, join(home, runId));
-await checkpoints.importBase(fx.policyDir);
-const started = await startRoles(
+const { checkpoints, started } = await startTinyRoles(
   nats.nc,
-  jetstream(nats.nc),
   store,
-  checkpoints,
+  fx,
+  home,
   runId,
   tinySpec(fx),
   ['trainer'],

@@ -1,3 +1,5 @@
+import type { TrainCall } from '../../src/actors/services/trainer/protocol.js';
+import { lossTermsFor } from '../../src/rl/algorithms/index.js';
 import type { TrainBatch } from '../../src/rl/batch.js';
 
 /**
@@ -19,5 +21,19 @@ export function oneRowBatch(ids: readonly number[] = [5, 6, 7, 8, 9, 10]): Train
     rowInfo: [{ ...info, promptLength: 1, length: 6 }],
     miniBatches: [[0]],
     lossTokens: 4,
+  };
+}
+
+/** A GRPO train request for step `step` from v0 on oneRowBatch(ids): lr 0.05, one epoch, one update. */
+export function oneRowTrainCall(step = 0, ids?: readonly number[]): TrainCall {
+  return {
+    step,
+    policyVersion: 0,
+    batch: oneRowBatch(ids),
+    losses: lossTermsFor({ algo: 'grpo', clipEps: 0.2, akbeLossForm: 'nll', lambda: 0 }),
+    lr: 0.05,
+    epochs: 1,
+    rowsPerUpdate: 1,
+    padId: 0,
   };
 }
