@@ -13,7 +13,13 @@ import {
   type TrainRequest,
   type TrainResult,
 } from '../src/machines/learner.js';
-import { type QuestionInput, questionMachine, rolloutIdOf, rolloutInputs } from '../src/machines/question.js';
+import {
+  type QuestionInput,
+  questionMachine,
+  rolloutIdOf,
+  rolloutIdUnder,
+  rolloutInputs,
+} from '../src/machines/question.js';
 import {
   type GenerateRequest,
   type GenerateResult,
@@ -47,6 +53,7 @@ function questionInput(over: Partial<QuestionInput> = {}): QuestionInput {
 t.test('rollout ids and inputs: with-tool first, each with its prompt, index and seed', async (t) => {
   t.equal(rolloutIdOf(4, 'q1', 'with-tool', 0), 's4.q1.wt0');
   t.equal(rolloutIdOf(0, 'abc', 'no-tool', 12), 's0.abc.nt12');
+  t.equal(rolloutIdUnder('eval', 'abc', 'with-tool', 3), 'eval.abc.wt3', "an evaluation's prefix");
   const sampling = { temperature: 0.7, topP: 0.9 };
   const inputs = rolloutInputs(questionInput({ sampling }));
   t.strictSame(

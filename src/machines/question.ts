@@ -62,7 +62,15 @@ export interface QuestionContext extends QuestionInput {
 
 /** Rollout ids: unique per run, readable, subject- and dedup-id-safe. */
 export function rolloutIdOf(step: number, questionId: string, path: RolloutPath, index: number): string {
-  return `s${step}.${questionId}.${path === 'with-tool' ? 'wt' : 'nt'}${index}`;
+  return rolloutIdUnder(`s${step}`, questionId, path, index);
+}
+
+/**
+ * The one rollout id scheme, `<prefix>.<question>.wt<k>` / `.nt<k>`: a training step's prefix is
+ * `s<step>` (rolloutIdOf), an evaluation's its own (eval-rollouts.ts).
+ */
+export function rolloutIdUnder(prefix: string, questionId: string, path: RolloutPath, index: number): string {
+  return `${prefix}.${questionId}.${path === 'with-tool' ? 'wt' : 'nt'}${index}`;
 }
 
 /** The inputs of every rollout of a question, with-tool first. Pure. */

@@ -11,6 +11,7 @@
  */
 import { createActor, fromPromise, toPromise } from 'xstate';
 import type { GenerateRequest as DecodeRequest, GenerateResult as DecodeResult } from '../../gpu/decoder.js';
+import { rolloutIdUnder } from '../../machines/question.js';
 import {
   type GenerateRequest,
   type GenerateResult,
@@ -82,7 +83,7 @@ export async function evalRollouts(
         input: {
           step: 0, // not a training step: an evaluation's rollouts become no rollout events
           questionId: q.id,
-          rolloutId: `${o.idPrefix ?? 'eval'}.${q.id}.${path === 'with-tool' ? 'wt' : 'nt'}${k}`,
+          rolloutId: rolloutIdUnder(o.idPrefix ?? 'eval', q.id, path, k),
           index: k,
           path,
           policyVersion: o.policyVersion,
