@@ -8,11 +8,12 @@
  * on v1 beside step 1's training. Worker 1 takes over the redelivered rollouts; every step trains,
  * no rollout is lost or stored twice, every command is acked, and the log audits clean.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
 import t from 'tap';
+import { seedPath } from '../src/actors/nats/nats-auth.js';
 import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
 import { rolloutConsumerName } from '../src/actors/rollout/protocol.js';
 import { auditRun } from '../src/audit/audit.js';
@@ -74,6 +75,10 @@ t.test('a rollout worker killed mid-run at maxStaleness 1: nothing lost, the log
     roles: ['search', 'policy'],
     dispatch: { ackWaitMs: 4_000, maxDeliver: 10 },
     threads: 1,
+    // Signed as `akbe train` signs: the trainer process checks them against run.started.trainSigner.
+    signingSeed: new TextEncoder().encode(
+      readFileSync(seedPath(nats.authDir, 'orchestrator'), 'utf8').trim(),
+    ),
   });
   t.equal(await killed, null, 'worker 0 died of SIGKILL');
   t.match(workers[0].output(), /killing this process at rollout:2/);

@@ -5,20 +5,10 @@
  */
 import t from 'tap';
 import { canonicalJson, manifestDigest, manifestOf, trainRequestDigest } from '../src/events/train-digest.js';
+import { tinyTrainRequest } from './helpers/tiny-train-request.js';
 
 /** A one-row, T = 2 request with only inputIds as a tensor: the tiniest digestible request. */
-function tiny() {
-  return {
-    step: 0,
-    policyVersion: 0,
-    lr: 0.001,
-    epochs: 1,
-    rowsPerUpdate: 1,
-    padId: 0,
-    losses: [{ name: 'grpo', options: { clipEps: 0.2 } }],
-    batch: { rows: 1, T: 2, lossTokens: 1, rowInfo: [], miniBatches: [[0]], inputIds: Int32Array.of(5, 7) },
-  };
-}
+const tiny = tinyTrainRequest;
 
 t.test('known answer: a tiny request hashes to sha256sum of its documented canonical bytes', async (t) => {
   // (keys sorted by code unit: "lossTokens" before "losses", 'T' < 'e')

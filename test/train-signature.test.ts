@@ -5,19 +5,9 @@
 import { createUser } from '@nats-io/nkeys';
 import t from 'tap';
 import { signTrainRequest, trainRequestRefusal } from '../src/events/train-signature.js';
+import { tinyTrainRequest } from './helpers/tiny-train-request.js';
 
-function tiny(step = 0) {
-  return {
-    step,
-    policyVersion: step,
-    lr: 0.001,
-    epochs: 1,
-    rowsPerUpdate: 1,
-    padId: 0,
-    losses: [{ name: 'grpo', options: { clipEps: 0.2 } }],
-    batch: { rows: 1, T: 2, lossTokens: 1, rowInfo: [], miniBatches: [[0]], inputIds: Int32Array.of(5, 7) },
-  };
-}
+const tiny = tinyTrainRequest;
 
 const orch = createUser();
 const pub = orch.getPublicKey();

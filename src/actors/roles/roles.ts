@@ -356,26 +356,28 @@ function evalSettingsOf(config: Record<string, unknown>): EvalSettings | undefin
 }
 
 /** Reads a run's spec from its first event (waits up to `waitMs` for it to appear). */
-/**
- * The key that signs a run's train requests (run.started.trainSigner), or undefined when the run
- * records none (unsigned requests: an anonymous orchestrator, or a log from before signing).
- */
-export async function readRunSigner(store: EventStore, runId: string): Promise<string | undefined> {
-  for await (const { event } of store.replay(runId)) {
-    if (event.type === 'run.started') return event.data.trainSigner ?? undefined;
-    break;
-  }
-  return undefined;
+export async function readRunSpec(store: EventStore, runId: string, waitMs = 0): Promise<RunSpec> {
+  return (await readRunStart(store, runId, waitMs)).spec;
 }
 
-export async function readRunSpec(store: EventStore, runId: string, waitMs = 0): Promise<RunSpec> {
+/**
+ * A run's spec and the key that signs its train requests (run.started.trainSigner; undefined when
+ * the run records none: an anonymous orchestrator, or a log from before signing), from one read of
+ * its run.started, waited for up to `waitMs`.
+ */
+export async function readRunStart(
+  store: EventStore,
+  runId: string,
+  waitMs = 0,
+): Promise<{ spec: RunSpec; trainSigner?: string }> {
   const deadline = Date.now() + waitMs;
   for (;;) {
     for await (const { event } of store.replay(runId)) {
       if (event.type === 'run.started') {
         // The run's plugins first: the config may name an algorithm or tool only they register.
         await loadRecordedPlugins(event.data.config.plugins);
-        return runSpecOf(event.data.config as Record<string, unknown>);
+        const spec = runSpecOf(event.data.config as Record<string, unknown>);
+        return event.data.trainSigner ? { spec, trainSigner: event.data.trainSigner } : { spec };
       }
       break;
     }

@@ -33,7 +33,7 @@ const worker: CommandSpec = {
     for (const r of given)
       if (!(ROLE_CHOICES as readonly string[]).includes(r))
         throw new UsageError(`--role must be ${ROLE_CHOICES.join('|')} (comma-separated), got '${r}'`);
-    const { ROLES, readRunSigner, readRunSpec, startRoles } = await import('../../actors/roles/roles.js');
+    const { ROLES, readRunStart, startRoles } = await import('../../actors/roles/roles.js');
     const roles = given.includes('all') ? [...ROLES] : (given as (typeof ROLES)[number][]);
     const { connectAkbeNats, akbeHome } = await import('../../actors/nats/connection.js');
     const { EventStore } = await import('../../events/store.js');
@@ -50,7 +50,7 @@ const worker: CommandSpec = {
       role: roles.length === 1 ? roles[0] : 'orchestrator',
     });
     const store = await EventStore.open(nats.nc);
-    const spec = await readRunSpec(store, runId, Number(ctx.flags.wait) * 1000);
+    const { spec, trainSigner } = await readRunStart(store, runId, Number(ctx.flags.wait) * 1000);
     const log = (line: string) => ctx.err.write(`worker: ${line}\n`);
     // Checkpoints fetched from the object store are checked against the sha256 the log recorded.
     const checkpoints = await CheckpointStore.open(
@@ -72,7 +72,7 @@ const worker: CommandSpec = {
       engine: await engineOptions(ctx),
       log,
       // A trainer here trains only on requests the run's orchestrator signed (run.started names it).
-      trainSigner: roles.includes('trainer') ? await readRunSigner(store, runId) : undefined,
+      trainSigner: roles.includes('trainer') ? trainSigner : undefined,
     });
     ctx.err.write(`worker ${process.pid}: serving run ${runId} as ${roles.join(', ')} on ${nats.url}\n`);
     await new Promise<void>((resolve) => {
