@@ -110,6 +110,10 @@ t.test('a real training run audits clean', async (t) => {
   t.equal(r.checked.labels, 4);
   t.equal(r.checked.rollouts, 16);
   t.comment(r.notes.join('\n'));
+  t.notOk(
+    r.notes.some((n) => /not rebuilt|request digests/.test(n)),
+    `every step's train request rebuilt from the log and digested: ${r.notes.join(' | ')}`,
+  );
   // Every policy.published records the manifest of its checkpoint's files, and the files on disk
   // (the run dir's checkpoints) have its digest.
   const published = events.filter((e) => e.type === 'policy.published');
@@ -130,6 +134,27 @@ t.test('a real training run audits clean', async (t) => {
     `no manifest note: ${withFiles.notes.join(' | ')}`,
   );
 });
+
+t.test(
+  'a request the log does not rebuild is caught even when learner and trainer agree on its digest',
+  async (t) => {
+    // An orchestrator that sent (and a trainer that trained on) a batch other than the logged
+    // rollouts give: both record the same digest, so only the rebuilt request tells.
+    const evs = fresh();
+    const forged = 'f'.repeat(64);
+    for (const e of evs)
+      if (
+        (e.type === 'learner.step' && e.meta.step === 1) ||
+        (e.type === 'policy.published' && e.data.version === 2)
+      )
+        e.data.requestSha256 = forged;
+    const r = auditRunLog(foldRunLog(evs));
+    const hits = r.mismatches.filter((m) => m.field === 'requestSha256 (rebuilt from the log)');
+    t.equal(hits.length, 1, JSON.stringify(r.mismatches));
+    t.equal(hits[0]?.step, 1, 'at the forged step');
+    t.equal(hits[0]?.recorded, forged);
+  },
+);
 
 t.test('the sink records what the audit needs: advantages and trained rows are checked', async (t) => {
   const learner = events.filter((e) => e.type === 'learner.step');

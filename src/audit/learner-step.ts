@@ -11,6 +11,7 @@ import type { OfflineTarget } from '../rl/offline.js';
 import type { QuestionGroup, RolloutResult } from '../rl/types.js';
 import type { AuditCounts, Collector, Where } from './collector.js';
 import { checkDpoPairs } from './dpo-pairs.js';
+import { rebuiltRequestDigest } from './rebuilt-request.js';
 import { type AuditSettings, groupOf } from './recompute.js';
 import { type RunLog, type StepLog, seqOf } from './run-log.js';
 import { auditStaleness } from './staleness.js';
@@ -91,12 +92,41 @@ export function auditLearner(
   }
   const b = prepared.batch;
   checkBatchRows(c, where, batch, prepared, checked);
+  checkRebuiltRequest(c, where, learner, prepared, trainVersion, settings);
   if (b.dpoPairs || batch.dpoPairs)
     checkDpoPairs((f, rec, want) => c.check(where, f, rec, want), batch, b, version, results);
   return prepared.lastCategory;
 }
 
 type Prepared = ReturnType<typeof prepareStep>;
+
+/**
+ * The request rebuilt from the log (rebuilt-request.ts) against the digest of what the learner
+ * sent: a batch, loss term or hyperparameter other than the log's is a mismatch at this step.
+ */
+function checkRebuiltRequest(
+  c: Collector,
+  where: Where,
+  learner: NonNullable<StepLog['learner']>,
+  prepared: Prepared,
+  trainVersion: number,
+  settings: AuditSettings,
+): void {
+  const sent = learner.data.requestSha256 ?? null;
+  if (sent === null) return; // a v1 log: audit.ts notes that it records no request digests
+  if ('missing' in settings.request) {
+    c.notes.add(`train requests not rebuilt from the log: ${settings.request.missing}`);
+    return;
+  }
+  const rebuilt = rebuiltRequestDigest(
+    learner.meta.runId,
+    settings.request,
+    learner.meta.step,
+    trainVersion,
+    prepared.batch,
+  );
+  c.check(where, 'requestSha256 (rebuilt from the log)', sent, rebuilt);
+}
 
 /** Each boundary.labeled against the label the learner's own rule gives. */
 function checkLabels(

@@ -10,6 +10,7 @@ import { AKBE_AGGREGATIONS, type AkbeAggregation } from '../rl/losses.js';
 import type { ToolCallCount } from '../rl/metrics.js';
 import { exactMatch, scoreTrajectory } from '../rl/reward.js';
 import type { QuestionGroup, RolloutResult, TargetContext, TargetSelection } from '../rl/types.js';
+import { type RequestSettings, requestSettingsOf } from './rebuilt-request.js';
 import type { RolloutOutcome } from './rollout-result.js';
 import type { QuestionLog, RolloutLog, RunLog } from './run-log.js';
 
@@ -38,6 +39,8 @@ export interface AuditSettings {
   maxStaleness: number;
   /** Keys that were missing from run.started and took the audit's default. */
   defaulted: string[];
+  /** What a train request carries beyond its batch (rebuilt-request.ts), or why the log cannot say. */
+  request: RequestSettings;
 }
 
 const DEFAULTS = DEFAULT_TRAIN_CONFIG;
@@ -109,6 +112,7 @@ export function settingsOf(started: EventOf<'run.started'> | undefined): AuditSe
     maxStaleness:
       isInt(cfg.maxStaleness) && (cfg.maxStaleness as number) > 0 ? (cfg.maxStaleness as number) : 0,
     defaulted,
+    request: requestSettingsOf(cfg, algo, isInt(cfg.padId) ? (cfg.padId as number) : undefined),
   };
 }
 
