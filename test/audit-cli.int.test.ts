@@ -40,7 +40,10 @@ await store.appendMany(run.events);
 
 // The tampered copy: one with-tool rollout's reward flipped.
 let victim = '';
-const tampered = copyRun(run.events, 'clean-run', 'tampered-run', (e) => {
+// Made under its own id (train request digests are bound to the run id, so a copy of clean-run
+// under another id would also differ there), the same machines, seed and config.
+const twin = await auditRunEvents({ runId: 'tampered-run', steps: 2 });
+const tampered = copyRun(twin.events, 'tampered-run', 'tampered-run', (e) => {
   if (!victim && e.type === 'rollout.completed' && e.data.path === 'with-tool') {
     victim = e.meta.rolloutId;
     e.data.reward = 1 - e.data.reward;

@@ -13,7 +13,7 @@ import { rolloutCompletedEvent, trainedBatchOf } from '../../src/actors/log/fact
 import type { AkbeEvent, EventDataMap, EventType, MetaInput } from '../../src/events/catalog.js';
 import { createEvent } from '../../src/events/catalog.js';
 import { ManualClock } from '../../src/events/clock.js';
-import { manifestDigest, sha256Hex } from '../../src/events/train-digest.js';
+import { manifestDigest, sha256Hex, trainRequestDigest } from '../../src/events/train-digest.js';
 
 /** The manifest every published version of this fixture records (its weights' sha256 is 'ab'…). */
 const CHECKPOINT_MANIFEST = { 'config.json': 'cd'.repeat(32), 'model.safetensors': 'ab'.repeat(32) };
@@ -161,6 +161,22 @@ export function factsToEvents(
   const add = <K extends EventType>(type: K, data: EventDataMap[K], meta: Omit<MetaInput<K>, 'runId'>) =>
     events.push(createEvent(type, data, { ...meta, runId } as MetaInput<K>, clock) as AkbeEvent);
   let current = { step: 0, version: 0 };
+  // Each step's request digest as the orchestrator forms it (run-steps.ts): before the trainer
+  // fills DPO's refLogp, with the run's lr, epochs and rows per update.
+  const stepDigest = (step: number) => {
+    const req = trainRequests.find((r) => r.step === step);
+    if (!req) return sha256Hex(`no train request of step ${step}`);
+    return trainRequestDigest(runId, {
+      step,
+      policyVersion: req.policyVersion,
+      batch: { ...req.batch, refLogp: undefined },
+      losses: req.losses,
+      lr: config.lr,
+      epochs: config.ppoEpochs,
+      rowsPerUpdate: config.miniBatchQuestions * (config.gWithTool + 1),
+      padId: 0,
+    });
+  };
   // The oracle rates, counted here by hand (the audit recomputes them with src/rl/metrics.ts).
   const knownOf = new Map(questions.map((q) => [q.id, q.known]));
   const oracle = new Map<number, { known: number[]; unknown: number[] }>();
@@ -168,7 +184,8 @@ export function factsToEvents(
     'run.started',
     {
       algo: config.algo,
-      config: { ...config, toolCallCount: 'emitted' }, // as runSetup records it
+      // As runSetup records it (padId: the tokenizer's, 0 for the toy one, as the batch pads).
+      config: { ...config, toolCallCount: 'emitted', padId: 0 },
       seeds: { run: config.seed },
       worldRef: 'world:test',
       policyRef: 'policy:test',
@@ -361,9 +378,6 @@ export function factsToEvents(
   }
   return events;
 }
-
-/** A stand-in train request digest per step (the audit compares learner.step's with policy.published's). */
-const stepDigest = (step: number) => sha256Hex(`train request of step ${step}`);
 
 /** learner.step.extra's oracle rates from [no search, searched] counts (keys absent when 0/0). */
 function oracleExtra(c: { known: number[]; unknown: number[] } | undefined): Record<string, number> {
