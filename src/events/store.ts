@@ -96,7 +96,8 @@ export class EventStore implements AsyncDisposable {
   }
 
   /**
-   * Keys the run's Nats-Msg-Ids with a per-run secret: `<dedupeId>~<HMAC-SHA256(key, dedupeId)>`.
+   * Keys the run's Nats-Msg-Ids with this process's secret for the run (message-key.ts: from its
+   * credentials' seed, else the run's KV key): `<dedupeId>~<HMAC-SHA256(key, dedupeId)>`.
    * Dedupe ids are derived from an event's identity (`<run>:3:learner.step`), so anyone able to
    * publish on the stream could otherwise store a message with the id of an event the run has not
    * written yet, and JetStream would silently drop the real one as a duplicate. Replays still see

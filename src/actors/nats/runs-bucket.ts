@@ -1,8 +1,9 @@
 /**
  * The KV bucket `akbe_runs` of runs' state: `<run>.policy` holds the newest published version and
  * `<run>.status` the run's status, so `akbe worker` and a resumed orchestrator know where a run
- * stands without reading the log; `<run>.dedupe-key` is the run's secret dedupe key. (`<run>.lock`
- * there is the orchestrator's, run-lock.ts.) CheckpointStore reads and writes a run's entries.
+ * stands without reading the log; `<run>.dedupe-key` is the run's dedupe key for processes without
+ * credentials (events/message-key.ts; with credentials nothing is stored). (`<run>.lock` there is
+ * the orchestrator's, run-lock.ts.) CheckpointStore reads and writes a run's entries.
  */
 import { randomBytes } from 'node:crypto';
 import { type KV, Kvm } from '@nats-io/kv';
@@ -39,8 +40,9 @@ export class RunEntries {
   }
 
   /**
-   * The run's secret dedupe key (EventStore.useDedupeKey): 32 random bytes in KV `<run>.dedupe-key`,
-   * made by whichever process of the run asks first (kv.create is atomic, so all agree on one).
+   * The run's dedupe key for processes without credentials (events/message-key.ts 'run-key'): 32
+   * random bytes in KV `<run>.dedupe-key`, made by whichever process of the run asks first
+   * (kv.create is atomic, so all agree on one). Any client of such a server can read it.
    */
   async dedupeKey(): Promise<Uint8Array> {
     const name = `${this.runId}.dedupe-key`;

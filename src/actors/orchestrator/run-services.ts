@@ -49,7 +49,7 @@ export class RunServices {
       environment,
       log,
       // This process's trainer trains only on what this orchestrator signed.
-      ...(o.signingSeed ? { trainSigner: signerOf(o.signingSeed) } : {}),
+      ...(o.signingSeed ? { trainSigner: signerOf(o.signingSeed), credentialSeed: o.signingSeed } : {}),
     });
     await this.watcher.start((err) => log(`completion watcher: ${err.message}`));
     this.stopDeadlines = enforceRolloutDeadlines({

@@ -7,6 +7,7 @@
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { type AkbeEvent, createEvent, type TrainerRuntimeData } from '../../events/catalog.js';
+import { messageKeyOf } from '../../events/message-key.js';
 import { foldRun } from '../../events/projection.js';
 import {
   lastCategories,
@@ -204,7 +205,10 @@ export async function openRun(o: TrainingOptions, log: (line: string) => void): 
   const checkpoints = await CheckpointStore.open(nc, runId, join(o.runDir, 'checkpoints'), { log });
   expectRecordedCheckpoints(checkpoints, point);
   // Keyed Nats-Msg-Ids: a message pre-published with an event's predictable id cannot pre-empt it.
-  store.useDedupeKey(runId, await checkpoints.dedupeKey());
+  // The key comes from the orchestrator's own seed (no other role can compute its ids; a resume
+  // with the same credentials gets the same ones), or the run's KV key without credentials.
+  const messageKey = await messageKeyOf(runId, o.signingSeed, () => checkpoints.dedupeKey());
+  store.useDedupeKey(runId, messageKey.key);
   await ensureRolloutQueue(store.jsm, runId, o.dispatch, defaultReplicas(nc));
   const loaded = await loadRun(o, checkpoints, point, log);
   const setup = runSetup(loaded);
@@ -239,6 +243,8 @@ export async function openRun(o: TrainingOptions, log: (line: string) => void): 
         // Every file of v0 (config, tokenizer, weights): loads of v0 check them all, as for the others.
         basePolicyManifest: base.manifest,
         ...(decoder ? { rolloutDecoder: decoder } : {}),
+        // Whose secret keys the orchestrator's message ids (events/message-key.ts).
+        messageIds: messageKey.scheme,
       },
     };
     sink.push(createEvent('run.started', runStarted, { runId, step: 0, policyVersion: 0 }));

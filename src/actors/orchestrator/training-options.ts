@@ -45,8 +45,9 @@ export interface TrainingOptions {
   akbeVersion?: string;
   /**
    * The orchestrator's nkey seed (its NATS credentials): every train request goes signed, and
-   * the trainer roles train only on requests this key signed (events/train-signature.ts).
-   * Absent (an anonymous connection): requests go unsigned and trainers accept them.
+   * the trainer roles train only on requests this key signed (events/train-signature.ts), and
+   * the run's message ids are keyed by it (events/message-key.ts). Absent (an anonymous
+   * connection): requests go unsigned, trainers accept them, and ids use the run's KV key.
    */
   signingSeed?: Uint8Array;
   /** The run lock's heartbeat interval in ms (run-lock.ts; default 5 s, tests use less). */

@@ -19,6 +19,7 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { InspectionEvent } from 'xstate';
+import { messageKeyOf } from '../../events/message-key.js';
 import type { EventStore } from '../../events/store.js';
 import { checkpointLimits } from '../../gpu/checkpoint.js';
 import { PolicyHost } from '../../gpu/policy-host.js';
@@ -225,6 +226,8 @@ export interface RoleOptions extends PolicyRoleOptions {
   log?: (line: string) => void;
   /** The orchestrator's public nkey (U...): the trainer trains only on requests it signed. */
   trainSigner?: string;
+  /** The seed of the credentials this process connected with: it keys the rollout role's message ids. */
+  credentialSeed?: Uint8Array;
 }
 
 /** Starts `roles` for a run in this process (policy and trainer share one policy when both run). */
@@ -297,8 +300,10 @@ export async function startRoles(
       }
     }
     if (roles.includes('rollout')) {
-      // The run's events this worker appends get keyed message ids (unpredictable to other clients).
-      store.useDedupeKey(runId, await checkpoints.dedupeKey());
+      // The run's events this worker appends get message ids keyed by its own credentials' seed
+      // (unpredictable to every other role), or by the run's KV key without credentials.
+      const { key } = await messageKeyOf(runId, opts.credentialSeed, () => checkpoints.dedupeKey());
+      store.useDedupeKey(runId, key);
       const w = await RolloutWorker.start(nc, js, store, {
         runId,
         env: await environment(),

@@ -73,6 +73,8 @@ const worker: CommandSpec = {
       log,
       // A trainer here trains only on requests the run's orchestrator signed (run.started names it).
       trainSigner: roles.includes('trainer') ? trainSigner : undefined,
+      // A rollout role keys its message ids with the seed it connected with (events/message-key.ts).
+      ...(nats.credentials ? { credentialSeed: nats.credentials.seed } : {}),
     });
     ctx.err.write(`worker ${process.pid}: serving run ${runId} as ${roles.join(', ')} on ${nats.url}\n`);
     await new Promise<void>((resolve) => {
