@@ -132,7 +132,7 @@ t.test('svc.generate requests', async (t) => {
 
 t.test('svc.train requests', async (t) => {
   const batch = assembleBatch([{ group: group('q1', [1, 0], [1]), label: null, advantages: [0.7, -0.7] }], {
-    algo: 'grpo',
+    rowKinds: [],
     miniBatchQuestions: 1,
     padTo: 8,
   });

@@ -170,7 +170,7 @@ const questions = (): BatchQuestion[] => [
 ];
 
 t.test('the batch: pairs by row, weights 1 / pairs per mini-batch, no L_AKBE weights', async (t) => {
-  const b = assembleBatch(questions(), { algo: 'dpo', miniBatchQuestions: 2 });
+  const b = assembleBatch(questions(), { rowKinds: ['dpo-pair'], miniBatchQuestions: 2 });
   t.same(
     b.rowInfo.map((r) => `${r.rolloutId}:${r.context}`),
     [
@@ -204,10 +204,15 @@ t.test('the batch: pairs by row, weights 1 / pairs per mini-batch, no L_AKBE wei
   const second = sliceMiniBatch(b, 1, { padRowsTo: 7 });
   t.same(Array.from(second.dpoWeight!), [0, 0, 0, 0, 0, 0, 0], 'question c has no pair');
   t.same(Array.from(second.refLogp!), [-7, 0, 0, 0, 0, 0, 0]);
-  t.notOk(assembleBatch(questions(), { algo: 'akbe', miniBatchQuestions: 2 }).dpoPairs, 'akbe has no pairs');
+  t.notOk(
+    assembleBatch(questions(), { rowKinds: ['akbe-target'], miniBatchQuestions: 2 }).dpoPairs,
+    'akbe has no pairs',
+  );
   const bad = questions();
   bad[0].rejected = 'a.wt0';
-  t.throws(() => assembleBatch(bad, { algo: 'dpo', miniBatchQuestions: 2 }), { name: 'RolloutShapeError' });
+  t.throws(() => assembleBatch(bad, { rowKinds: ['dpo-pair'], miniBatchQuestions: 2 }), {
+    name: 'RolloutShapeError',
+  });
 });
 
 t.test('a training step whose reference is the policy itself: L_DPO = log 2', async (t) => {

@@ -62,28 +62,32 @@ const questions = (): BatchQuestion[] => [
 ];
 
 t.test('the batch carries per-target and pooled row weights worked by hand', async (t) => {
-  const per = assembleBatch(questions(), { algo: 'akbe', miniBatchQuestions: 2 });
+  const per = assembleBatch(questions(), { rowKinds: ['akbe-target'], miniBatchQuestions: 2 });
   t.same(
     per.rowInfo.map((r) => r.rolloutId),
     ['a.wt0', 'a.wt1', 'b.wt0', 'b.wt1', 'b.nt0'],
   );
   t.same(Array.from(per.akbeWeight), [f32(1 / 8), 0, 0, 0, f32(1 / 2)], 'default: per-target');
   const pooled = assembleBatch(questions(), {
-    algo: 'akbe',
+    rowKinds: ['akbe-target'],
     miniBatchQuestions: 2,
     akbeAggregation: 'pooled',
   });
   t.same(Array.from(pooled.akbeWeight), [f32(1 / 5), 0, 0, 0, f32(1 / 5)]);
   // Weights are per mini-batch: with one question per mini-batch each target is alone in its own.
-  const alone = assembleBatch(questions(), { algo: 'akbe', miniBatchQuestions: 1 });
+  const alone = assembleBatch(questions(), { rowKinds: ['akbe-target'], miniBatchQuestions: 1 });
   t.same(Array.from(alone.akbeWeight), [f32(1 / 4), 0, 0, 0, 1]);
-  const grpo = assembleBatch(questions(), { algo: 'grpo', miniBatchQuestions: 2 });
+  const grpo = assembleBatch(questions(), { rowKinds: [], miniBatchQuestions: 2 });
   t.same(Array.from(grpo.akbeWeight), [0, 0, 0, 0], 'GRPO alone has no target rows');
 });
 
 /** Two rows as the graph sees them: row 0 the 4-token target, row 1 the 1-token target (then padding). */
 function rows(aggregation: AkbeAggregation) {
-  const b = assembleBatch(questions(), { algo: 'akbe', miniBatchQuestions: 2, akbeAggregation: aggregation });
+  const b = assembleBatch(questions(), {
+    rowKinds: ['akbe-target'],
+    miniBatchQuestions: 2,
+    akbeAggregation: aggregation,
+  });
   return { mask: [1, 1, 1, 1, 1, 0, 0, 0], akbeWeight: [b.akbeWeight[0], b.akbeWeight[4]] };
 }
 

@@ -36,7 +36,7 @@ t.test(
   'hand-worked layout: prompt, observation and padding masked; logprobs aligned to the mask',
   async (t) => {
     const q: BatchQuestion = { group: q1(), label: efficiency('with-tool'), advantages: [0.7, -0.7] };
-    const b = assembleBatch([q], { algo: 'akbe', miniBatchQuestions: 1, padId: 0 });
+    const b = assembleBatch([q], { rowKinds: ['akbe-target'], miniBatchQuestions: 1, padId: 0 });
     t.equal(b.rows, 3);
     t.equal(b.T, 7);
     t.same(rowOf(b.inputIds, 0, 7), [1, 2, 100, 101, 102, 103, 104]);
@@ -75,7 +75,7 @@ t.test(
 
 t.test('a no-tool target in its own context keeps its prompt and recorded logprobs', async (t) => {
   const b = assembleBatch([{ group: q1(), label: efficiency('no-tool'), advantages: [0, 0] }], {
-    algo: 'akbe',
+    rowKinds: ['akbe-target'],
     miniBatchQuestions: 1,
   });
   t.same(rowOf(b.inputIds, 2, 7), [3, 4, 5, 200, 201, 202, 0]);
@@ -94,7 +94,7 @@ t.test('a tool-dependent target is its with-tool row with an AKBE weight, no ext
     tieBreakSeed: 0,
   };
   const b = assembleBatch([{ group: q1(), label, advantages: [1, -1] }], {
-    algo: 'akbe',
+    rowKinds: ['akbe-target'],
     miniBatchQuestions: 1,
   });
   t.equal(b.rows, 2);
@@ -104,7 +104,7 @@ t.test('a tool-dependent target is its with-tool row with an AKBE weight, no ext
 
 t.test('algo grpo ignores targets; both-wrong adds nothing', async (t) => {
   const g = assembleBatch([{ group: q1(), label: efficiency('with-tool'), advantages: [0, 0] }], {
-    algo: 'grpo',
+    rowKinds: [],
     miniBatchQuestions: 1,
   });
   t.equal(g.rows, 2);
@@ -117,7 +117,7 @@ t.test('mini-batches hold the rows of M consecutive questions', async (t) => {
     label: null,
     advantages: [1, -1],
   }));
-  const b = assembleBatch(qs, { algo: 'akbe', miniBatchQuestions: 2 });
+  const b = assembleBatch(qs, { rowKinds: ['akbe-target'], miniBatchQuestions: 2 });
   t.same(b.miniBatches, [
     [0, 1, 2, 3],
     [4, 5],
@@ -130,8 +130,8 @@ t.test('mini-batches hold the rows of M consecutive questions', async (t) => {
 
 t.test('padTo fixes T and rejects longer rows; broken rollouts are rejected', async (t) => {
   const q: BatchQuestion = { group: q1(), label: null, advantages: [0, 0] };
-  t.equal(assembleBatch([q], { algo: 'grpo', miniBatchQuestions: 1, padTo: 10 }).T, 10);
-  t.throws(() => assembleBatch([q], { algo: 'grpo', miniBatchQuestions: 1, padTo: 6 }), {
+  t.equal(assembleBatch([q], { rowKinds: [], miniBatchQuestions: 1, padTo: 10 }).T, 10);
+  t.throws(() => assembleBatch([q], { rowKinds: [], miniBatchQuestions: 1, padTo: 6 }), {
     name: 'RolloutShapeError',
   });
   const broken = q1();
@@ -139,14 +139,14 @@ t.test('padTo fixes T and rejects longer rows; broken rollouts are rejected', as
   t.throws(
     () =>
       assembleBatch([{ group: broken, label: null, advantages: [0, 0] }], {
-        algo: 'grpo',
+        rowKinds: [],
         miniBatchQuestions: 1,
       }),
     { name: 'RolloutShapeError' },
   );
   t.throws(
     () =>
-      assembleBatch([{ group: q1(), label: null, advantages: [0] }], { algo: 'grpo', miniBatchQuestions: 1 }),
+      assembleBatch([{ group: q1(), label: null, advantages: [0] }], { rowKinds: [], miniBatchQuestions: 1 }),
     { name: 'RolloutShapeError' },
   );
 });
@@ -159,7 +159,7 @@ t.test(
       label: null,
       advantages: [1, -1],
     }));
-    const b = assembleBatch(qs, { algo: 'akbe', miniBatchQuestions: 2 });
+    const b = assembleBatch(qs, { rowKinds: ['akbe-target'], miniBatchQuestions: 2 });
     const last = sliceMiniBatch(b, 1, { padRowsTo: 4 });
     t.equal(last.rows, 4);
     t.equal(last.paddingRows, 2);
@@ -182,7 +182,7 @@ t.test(
 
 t.test('sizes, boundaries and messages (found by mutation testing)', async (t) => {
   const q: BatchQuestion = { group: q1(), label: efficiency('with-tool'), advantages: [0.7, -0.7] };
-  const b = assembleBatch([q], { algo: 'akbe', miniBatchQuestions: 1, padTo: 7 });
+  const b = assembleBatch([q], { rowKinds: ['akbe-target'], miniBatchQuestions: 1, padTo: 7 });
   t.same([b.inputIds.length, b.lossMask.length, b.oldLogprobs.length], [21, 18, 18], 'B x T and B x (T - 1)');
   t.same(
     b.rowInfo.map((r) => [r.promptLength, r.length]),
@@ -201,12 +201,12 @@ t.test('sizes, boundaries and messages (found by mutation testing)', async (t) =
     return 'accepted';
   };
   t.equal(
-    err(() => assembleBatch([q], { algo: 'akbe', miniBatchQuestions: 1, padTo: 6 })),
+    err(() => assembleBatch([q], { rowKinds: ['akbe-target'], miniBatchQuestions: 1, padTo: 6 })),
     'RolloutShapeError: row q1.wt0 has 7 tokens, more than padTo = 6',
   );
   for (const M of [0, 1.5])
     t.equal(
-      err(() => assembleBatch([q], { algo: 'akbe', miniBatchQuestions: M })),
+      err(() => assembleBatch([q], { rowKinds: ['akbe-target'], miniBatchQuestions: M })),
       `RangeError: assembleBatch: miniBatchQuestions must be an integer >= 1, got ${M}`,
     );
   const broken = q1();
@@ -214,7 +214,7 @@ t.test('sizes, boundaries and messages (found by mutation testing)', async (t) =
   t.equal(
     err(() =>
       assembleBatch([{ group: broken, label: null, advantages: [0, 0] }], {
-        algo: 'grpo',
+        rowKinds: [],
         miniBatchQuestions: 1,
       }),
     ),
@@ -222,7 +222,7 @@ t.test('sizes, boundaries and messages (found by mutation testing)', async (t) =
   );
   t.equal(
     err(() =>
-      assembleBatch([{ group: q1(), label: null, advantages: [0] }], { algo: 'grpo', miniBatchQuestions: 1 }),
+      assembleBatch([{ group: q1(), label: null, advantages: [0] }], { rowKinds: [], miniBatchQuestions: 1 }),
     ),
     'RolloutShapeError: question q1: 1 advantages for 2 with-tool rollouts',
   );
@@ -251,7 +251,7 @@ t.test('sizes, boundaries and messages (found by mutation testing)', async (t) =
   // Rows picked out of the middle keep their own logprobs (row 1 of a 3-question batch).
   const three = assembleBatch(
     ['a', 'b', 'c'].map((id) => ({ group: { ...q1(), questionId: id }, label: null, advantages: [1, -1] })),
-    { algo: 'grpo', miniBatchQuestions: 1 },
+    { rowKinds: [], miniBatchQuestions: 1 },
   );
   const mid = sliceMiniBatch(three, 1);
   t.same(Array.from(mid.oldLogprobs), Array.from(three.oldLogprobs.subarray(2 * 6, 4 * 6)));

@@ -28,6 +28,7 @@
 
 import { createHash } from 'node:crypto';
 import YAML from 'yaml';
+import { isBaseAlgorithm } from '../rl/algorithms/index.js';
 import { type Claim, parseClaims } from './claims.js';
 
 export class SpecError extends Error {
@@ -169,7 +170,7 @@ export async function parseSpec(text: string, file: string): Promise<ExperimentS
     over,
     overFrom,
     seeds: seeds as number[],
-    baseline: baseline ?? cells.find((c) => c.algo === 'grpo')?.label,
+    baseline: baseline ?? cells.find((c) => isBaseAlgorithm(c.algo))?.label,
     cells,
     claims: parseClaims(raw.claims, new Set(labels.keys()), (key, msg) => {
       throw new SpecError(file, key, msg);

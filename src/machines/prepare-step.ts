@@ -5,7 +5,7 @@
  * once it holds a step's B groups; the audit runs the same function on the logged groups.
  */
 import { getAdvantage } from '../rl/advantages.js';
-import { algorithmOptions, getAlgorithm } from '../rl/algorithms/index.js';
+import { algorithmOptions, getAlgorithm, rowKindsOf } from '../rl/algorithms/index.js';
 import { assembleBatch, type BatchQuestion, type TrainBatch } from '../rl/batch.js';
 import { labelBoundary } from '../rl/boundary.js';
 import { rejectedFor } from '../rl/dpo.js';
@@ -110,7 +110,7 @@ export function prepareStep(
     ...(offline ? { offline: offlineTargetOf(input.offlineTargets, group.questionId).target } : {}),
   }));
   const batch = assembleBatch(questions, {
-    algo: dpo ? 'dpo' : offline ? 'offline' : algorithm.akbeTargets ? 'akbe' : 'grpo',
+    rowKinds: rowKindsOf(algorithm),
     miniBatchQuestions: input.miniBatchQuestions,
     akbeAggregation: input.akbeAggregation,
     padId: input.padId,

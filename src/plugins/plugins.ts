@@ -1,8 +1,8 @@
 /**
- * Plugins: ES modules that register algorithms, advantage estimators, loss terms or tools. A run
- * names them (`plugins: [./my-algo.js]` in its config, or `--plugin`), the orchestrator loads them
- * before it validates the config, and run.started records each one's absolute path and sha256 in
- * its config. Every other process of the run (`akbe worker`, `akbe train --resume`, `akbe replay`)
+ * Plugins: ES modules that register algorithms, advantage estimators, loss terms, row kinds or
+ * tools. A run names them (`plugins: [./my-algo.js]` in its config, or `--plugin`), the
+ * orchestrator loads them before it validates the config, and run.started records each one's
+ * absolute path and sha256 in its config. Every other process of the run (`akbe worker`, `akbe train --resume`, `akbe replay`)
  * loads the recorded plugins from the log and refuses one whose bytes changed, so what ran is
  * what an audit recomputes with.
  *
@@ -18,6 +18,7 @@ import { pathToFileURL } from 'node:url';
 import { registerAdvantage } from '../rl/advantages.js';
 import { outcomeRewards, registerAlgorithm } from '../rl/algorithms/index.js';
 import { LossName, registerLoss } from '../rl/losses.js';
+import { registerRowKind } from '../rl/row-kinds.js';
 import { registerTool } from '../tools/registry.js';
 
 /** What a plugin's default export receives: akbe's registries and the helpers an entry uses. */
@@ -25,6 +26,7 @@ export interface PluginApi {
   registerAlgorithm: typeof registerAlgorithm;
   registerAdvantage: typeof registerAdvantage;
   registerLoss: typeof registerLoss;
+  registerRowKind: typeof registerRowKind;
   registerTool: typeof registerTool;
   outcomeRewards: typeof outcomeRewards;
   LossName: typeof LossName;
@@ -52,6 +54,7 @@ const API: PluginApi = {
   registerAlgorithm,
   registerAdvantage,
   registerLoss,
+  registerRowKind,
   registerTool,
   outcomeRewards,
   LossName,

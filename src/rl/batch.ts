@@ -1,7 +1,8 @@
 /**
  * Batch assembly for the trainer: a step's question groups -> padded token rows, loss masks, old
  * logprobs, per-row advantages and loss weights, and the split into mini-batches (each sliced out
- * for the trainer by mini-batch.ts).
+ * for the trainer by mini-batch.ts). Which rows a question gives is the algorithm's row kinds'
+ * (src/rl/row-kinds.ts): its with-tool rollouts always, then each kind's rows.
  *
  * Layout (B rows, T = longest row or `padTo`):
  *   inputIds    [B, T]    prompt ++ response, right-padded with `padId`
@@ -11,8 +12,8 @@
  *   oldLogprobs [B, T-1]  log pi_old(inputIds[b, t+1] | prefix) where lossMask = 1, else 0
  *   advantages  [B]       GRPO advantage of the row (0 on rows that are AKBE-only)
  *   pgWeight    [B]       1 on rows in L_GRPO: every with-tool rollout of every question
- *   akbeWeight  [B]       the row's weight in L_AKBE, > 0 exactly on the rows of AKBE targets (algo
- *                         'akbe' only); the trainer's L_AKBE is sum_b akbeWeight[b] sum_t lossMask[b, t] l[b, t]
+ *   akbeWeight  [B]       the row's weight in L_AKBE, > 0 exactly on the target rows of a row kind
+ *                         weighted in L_AKBE (akbe-target, offline-target); the trainer's L_AKBE is sum_b akbeWeight[b] sum_t lossMask[b, t] l[b, t]
  *                         over a mini-batch, so the weights carry the aggregation (akbeRowWeights):
  *                         'per-target' (the paper's form and the authors' code): 1 / (n_b * K),
  *                         n_b = the row's generated tokens, K = targets in the mini-batch, i.e. the
@@ -20,15 +21,15 @@
  *                         mini-batch's target tokens), one token-mean over all target tokens.
  *   recomputeOld [B]      1 where oldLogprobs are not valid for the row's context (see below)
  *   proxLogprobs [B, T-1] optional: log pi_prox for the decoupled objective (see BatchArrays)
- *   dpoPairs              algo 'dpo' only: (chosen = target row, rejected row, weight) per question
+ *   dpoPairs              row kind dpo-pair only: (chosen = target row, rejected row, weight) per question
  *                         with a pair (src/rl/dpo.ts); weight = 1 / (pairs in the mini-batch), so
  *                         L_DPO is the mean over a mini-batch's pairs. Target rows are in the batch
- *                         as for 'akbe', with akbeWeight 0 (the DPO term replaces L_AKBE).
- *   offline targets       algo 'offline' (offline-akbe): the labels' own targets are not trained;
+ *                         as for akbe-target, with akbeWeight 0 (the DPO term replaces L_AKBE).
+ *   offline targets       row kind offline-target (offline-akbe): the labels' own targets are not trained;
  *                         each question's target built once from a frozen checkpoint's rollouts
  *                         (src/rl/offline.ts) is its own row after the question's with-tool rows:
- *                         pgWeight 0, akbeWeight as for 'akbe', recomputeOld 1 (see below)
- *   refLogp [B]           dpo only, filled by the trainer: each pair row's sequence logprob (sum
+ *                         pgWeight 0, akbeWeight as for akbe-target, recomputeOld 1 (see below)
+ *   refLogp [B]           dpo-pair only, filled by the trainer: each pair row's sequence logprob (sum
  *                         over its loss mask) under the frozen reference policy v0
  *
  * Field names follow the trainer's batch (src/gpu/trainer.ts). The target of a tool-dependent
@@ -47,40 +48,23 @@
  */
 import { RolloutShapeError } from './errors.js';
 import { type AkbeAggregation, DEFAULT_AKBE_AGGREGATION } from './losses.js';
-import type { OfflineTargetSequence } from './offline.js';
-import type { BoundaryLabel, QuestionGroup, RolloutPath, RolloutResult } from './types.js';
+import {
+  type BatchQuestion,
+  type BatchRow,
+  getRowKind,
+  type QuestionRow,
+  questionRows,
+  type RowKind,
+  type RowSequence,
+} from './row-kinds.js';
 
-export interface BatchQuestion {
-  group: QuestionGroup;
-  label: BoundaryLabel | null;
-  /** GRPO advantages of group.withTool, in the same order. */
-  advantages: readonly number[];
-  /** algo 'dpo': the rolloutId of the question's rejected with-tool rollout (src/rl/dpo.ts), or null. */
-  rejected?: string | null;
-  /**
-   * algo 'offline' only: the question's target constructed once from the frozen checkpoint's
-   * rollouts (src/rl/offline.ts), or null when its frozen rollouts gave none. It is its own row
-   * (GRPO weight 0) with recomputeOld 1: its logprobs are the frozen policy's, not pi_old's.
-   */
-  offline?: OfflineTargetSequence | null;
-}
+export type { BatchQuestion, BatchRow } from './row-kinds.js';
 
 /** One DPO preference pair: batch row indices and its weight in its mini-batch's L_DPO. */
 export interface DpoPair {
   chosen: number;
   rejected: number;
   weight: number;
-}
-
-export interface BatchRow {
-  questionId: string;
-  rolloutId: string;
-  path: RolloutPath;
-  /** The prompt the row's response is conditioned on. */
-  context: RolloutPath;
-  promptLength: number;
-  /** Prompt + response tokens (before padding). */
-  length: number;
 }
 
 /** The per-row arrays a batch and each of its mini-batches carry: `rows` rows of length T, row-major. */
@@ -114,16 +98,17 @@ export interface TrainBatch extends BatchArrays {
   miniBatches: number[][];
   /** Sum of lossMask: generated tokens in the batch. */
   lossTokens: number;
-  /** algo 'dpo' only: the preference pairs, in question order (see the top of the file). */
+  /** row kind dpo-pair only: the preference pairs, in question order (see the top of the file). */
   dpoPairs?: DpoPair[];
 }
 
 export interface AssembleOptions {
   /**
-   * 'akbe': targets in L_AKBE; 'dpo': targets as the chosen side of DPO pairs; 'offline': the
-   * questions' offline targets (BatchQuestion.offline) in L_AKBE, none of the labels' own; 'grpo': no targets.
+   * The row kinds beyond the with-tool rows (src/rl/row-kinds.ts; an algorithm's rowKindsOf):
+   * 'akbe-target' (targets in L_AKBE), 'dpo-pair' (targets as the chosen side of DPO pairs),
+   * 'offline-target' (the questions' offline targets in L_AKBE, none of the labels' own); none: GRPO.
    */
-  algo: 'grpo' | 'akbe' | 'dpo' | 'offline';
+  rowKinds: readonly string[];
   /** M: questions per mini-batch. */
   miniBatchQuestions: number;
   /** How L_AKBE averages the target tokens of a mini-batch (see akbeWeight above). Default 'per-target'. */
@@ -133,156 +118,83 @@ export interface AssembleOptions {
   padTo?: number;
 }
 
-/** What a row takes from its rollout (an on-policy RolloutResult or an offline target). */
-type RowSequence = Pick<RolloutResult, 'rolloutId' | 'responseTokens' | 'responseLogprobs' | 'responseMask'>;
-
-interface PendingRow {
-  info: BatchRow;
-  prompt: readonly number[];
-  rollout: RowSequence;
-  /** Use the rollout's recorded logprobs as pi_old. */
-  oldValid: boolean;
-  advantage: number;
-  grpo: boolean;
-  akbe: boolean;
-}
-
-function checkShape(r: RowSequence): void {
-  const n = r.responseTokens.length;
-  if (r.responseLogprobs.length !== n || r.responseMask.length !== n) {
-    throw new RolloutShapeError(
-      r.rolloutId,
-      `rollout ${r.rolloutId}: ${n} response tokens but ${r.responseLogprobs.length} logprobs and ${r.responseMask.length} mask entries`,
-    );
-  }
-}
-
-function pendingRows(q: BatchQuestion, algo: AssembleOptions['algo']): PendingRow[] {
-  const { group, label } = q;
-  if (q.advantages.length !== group.withTool.length) {
-    throw new RolloutShapeError(
-      undefined,
-      `question ${group.questionId}: ${q.advantages.length} advantages for ${group.withTool.length} with-tool rollouts`,
-    );
-  }
-  const target = algo === 'akbe' || algo === 'dpo' ? (label?.target ?? null) : null;
-  const rows: PendingRow[] = group.withTool.map((r, i) => {
-    checkShape(r);
-    return {
-      info: {
-        questionId: group.questionId,
-        rolloutId: r.rolloutId,
-        path: r.path,
-        context: 'with-tool',
-        promptLength: r.promptTokens.length,
-        length: r.promptTokens.length + r.responseTokens.length,
-      },
-      prompt: r.promptTokens,
-      rollout: r,
-      oldValid: true,
-      advantage: q.advantages[i],
-      grpo: true,
-      akbe: target?.rolloutId === r.rolloutId,
-    };
-  });
-  if (target && target.path === 'no-tool') {
-    const r = group.noTool.find((x) => x.rolloutId === target.rolloutId);
-    if (!r)
-      throw new RolloutShapeError(
-        target.rolloutId,
-        `question ${group.questionId}: target ${target.rolloutId} is not among its no-tool rollouts`,
-      );
-    checkShape(r);
-    const prompt = target.context === 'with-tool' ? group.withToolPrompt : r.promptTokens;
-    rows.push({
-      info: {
-        questionId: group.questionId,
-        rolloutId: r.rolloutId,
-        path: 'no-tool',
-        context: target.context,
-        promptLength: prompt.length,
-        length: prompt.length + r.responseTokens.length,
-      },
-      prompt,
-      rollout: r,
-      oldValid: target.context === 'no-tool',
-      advantage: 0,
-      grpo: false,
-      akbe: true,
-    });
-  } else if (target && !rows.some((row) => row.akbe)) {
-    throw new RolloutShapeError(
-      target.rolloutId,
-      `question ${group.questionId}: target ${target.rolloutId} is not among its with-tool rollouts`,
-    );
-  }
-  if (algo === 'offline' && q.offline) rows.push(offlineRow(group.questionId, q.offline));
-  return rows;
-}
-
-/** The row of an offline target: its recorded prompt and response, never in L_GRPO, pi_old recomputed. */
-function offlineRow(questionId: string, t: OfflineTargetSequence): PendingRow {
-  checkShape(t);
-  if (t.responseTokens.length === 0)
-    throw new RolloutShapeError(
-      t.rolloutId,
-      `question ${questionId}: offline target ${t.rolloutId} is empty`,
-    );
-  return {
-    info: {
-      questionId,
-      rolloutId: t.rolloutId,
-      path: t.path,
-      context: t.context,
-      promptLength: t.promptTokens.length,
-      length: t.promptTokens.length + t.responseTokens.length,
-    },
-    prompt: t.promptTokens,
-    rollout: t,
-    oldValid: false,
-    advantage: 0,
-    grpo: false,
-    akbe: true,
-  };
+/** Where each question's rows went: rows in batch order, each mini-batch's rows, the DPO pairs. */
+interface PlacedRows {
+  rows: QuestionRow[];
+  miniBatches: number[][];
+  pairs: Array<{ chosen: number; rejected: number; miniBatch: number }>;
 }
 
 export function assembleBatch(questions: readonly BatchQuestion[], opts: AssembleOptions): TrainBatch {
   const M = opts.miniBatchQuestions;
   if (!Number.isInteger(M) || M < 1)
     throw new RangeError(`assembleBatch: miniBatchQuestions must be an integer >= 1, got ${M}`);
-  const pending: PendingRow[] = [];
-  const miniBatches: number[][] = [];
-  const pairs: Array<{ chosen: number; rejected: number; miniBatch: number }> = [];
+  const kinds = opts.rowKinds.map((name) => getRowKind(name));
+  const { rows, miniBatches, pairs } = placeRows(questions, kinds, M);
+  const T = paddedLength(rows, opts.padTo);
+  const arrays = rowArrays(rows, T, opts.padId ?? 0);
+  // L_AKBE's row weights, per mini-batch (one optimizer update's loss); none when DPO uses the targets.
+  const aggregation = opts.akbeAggregation ?? DEFAULT_AKBE_AGGREGATION;
+  for (const mb of kinds.some((k) => k.akbeWeighted) ? miniBatches : []) {
+    const targetTokens = mb.map((b) => (rows[b].target ? generatedTokens(rows[b].rollout) : 0));
+    akbeRowWeights(targetTokens, aggregation).forEach((w, k) => {
+      arrays.akbeWeight[mb[k]] = w;
+    });
+  }
+  const { lossTokens, ...perRow } = arrays;
+  // The key order of a batch before row kinds (JSON of a batch reads the same).
+  return {
+    ...perRow,
+    rowInfo: rows.map((r) => r.info),
+    miniBatches,
+    lossTokens,
+    ...(kinds.some((k) => k.pair) ? { dpoPairs: dpoPairWeights(pairs) } : {}),
+  };
+}
+
+/** Every question's rows in order, M questions to a mini-batch, and the pairs the kinds make. */
+function placeRows(questions: readonly BatchQuestion[], kinds: readonly RowKind[], M: number): PlacedRows {
+  const placed: PlacedRows = { rows: [], miniBatches: [], pairs: [] };
   questions.forEach((q, qi) => {
-    if (qi % M === 0) miniBatches.push([]);
-    const first = pending.length;
-    const rows = pendingRows(q, opts.algo);
+    if (qi % M === 0) placed.miniBatches.push([]);
+    const miniBatch = placed.miniBatches.length - 1;
+    const first = placed.rows.length;
+    const rows = questionRows(q, kinds);
     for (const row of rows) {
-      miniBatches[miniBatches.length - 1].push(pending.length);
-      pending.push(row);
+      placed.miniBatches[miniBatch].push(placed.rows.length);
+      placed.rows.push(row);
     }
-    if (opts.algo === 'dpo' && q.rejected) {
-      const chosen = rows.findIndex((r) => r.akbe);
-      const rejected = rows.findIndex((r) => r.grpo && r.info.rolloutId === q.rejected);
-      if (chosen < 0 || rejected < 0 || chosen === rejected)
-        throw new RolloutShapeError(
-          q.rejected,
-          `question ${q.group.questionId}: DPO pair needs its target and a distinct with-tool rollout ${q.rejected}`,
-        );
-      pairs.push({ chosen: first + chosen, rejected: first + rejected, miniBatch: miniBatches.length - 1 });
+    for (const kind of kinds) {
+      const pair = kind.pair?.(q, rows);
+      if (pair)
+        placed.pairs.push({ chosen: first + pair.chosen, rejected: first + pair.rejected, miniBatch });
     }
   });
-  const longest = pending.reduce((a, r) => Math.max(a, r.info.length), 1);
-  const T = opts.padTo ?? longest;
+  return placed;
+}
+
+/** T: `padTo`, or the longest row; a row longer than `padTo` throws. */
+function paddedLength(rows: readonly QuestionRow[], padTo: number | undefined): number {
+  const longest = rows.reduce((a, r) => Math.max(a, r.info.length), 1);
+  const T = padTo ?? longest;
   if (longest > T) {
-    const r = pending.find((x) => x.info.length > T)!;
+    const r = rows.find((x) => x.info.length > T)!;
     throw new RolloutShapeError(
       r.info.rolloutId,
       `row ${r.info.rolloutId} has ${r.info.length} tokens, more than padTo = ${T}`,
     );
   }
-  const B = pending.length;
-  const inputIds = new Int32Array(B * T).fill(opts.padId ?? 0);
+  return T;
+}
+
+/** The padded per-row arrays (akbeWeight all 0: the row kinds weigh it) and the batch's loss tokens. */
+function rowArrays(
+  rows: readonly QuestionRow[],
+  T: number,
+  padId: number,
+): BatchArrays & { lossTokens: number } {
+  const B = rows.length;
+  const inputIds = new Int32Array(B * T).fill(padId);
   const lossMask = new Float32Array(B * (T - 1));
   const oldLogprobs = new Float32Array(B * (T - 1));
   const advantages = new Float32Array(B);
@@ -290,7 +202,7 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
   const akbeWeight = new Float32Array(B);
   const recomputeOld = new Uint8Array(B);
   let lossTokens = 0;
-  pending.forEach((row, b) => {
+  rows.forEach((row, b) => {
     const { prompt, rollout } = row;
     // The first token has no prediction position: a response needs at least one prompt token.
     if (prompt.length === 0)
@@ -309,14 +221,6 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
     pgWeight[b] = row.grpo ? 1 : 0;
     recomputeOld[b] = row.oldValid ? 0 : 1;
   });
-  // L_AKBE's row weights, per mini-batch (one optimizer update's loss); none when DPO uses the targets.
-  const aggregation = opts.akbeAggregation ?? DEFAULT_AKBE_AGGREGATION;
-  for (const mb of opts.algo === 'akbe' || opts.algo === 'offline' ? miniBatches : []) {
-    const targetTokens = mb.map((b) => (pending[b].akbe ? generatedTokens(pending[b].rollout) : 0));
-    akbeRowWeights(targetTokens, aggregation).forEach((w, k) => {
-      akbeWeight[mb[k]] = w;
-    });
-  }
   return {
     rows: B,
     T,
@@ -327,10 +231,7 @@ export function assembleBatch(questions: readonly BatchQuestion[], opts: Assembl
     pgWeight,
     akbeWeight,
     recomputeOld,
-    rowInfo: pending.map((r) => r.info),
-    miniBatches,
     lossTokens,
-    ...(opts.algo === 'dpo' ? { dpoPairs: dpoPairWeights(pairs) } : {}),
   };
 }
 

@@ -14,6 +14,7 @@ registerAlgorithm({
   source: 'the AKBE paper (../shared/reference/akbe-paper.txt) §4.2-4.3, appendices A-B',
   akbeTargets: true,
   needsNoTool: true,
+  rowKinds: ['akbe-target'],
   options: {},
   rewards: outcomeRewards,
   losses: (cfg): LossTerm[] => {

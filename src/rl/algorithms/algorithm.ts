@@ -5,6 +5,8 @@
  *     the EM reward, or a shaping of it such as OTC-PO's tool-productivity reward),
  *   - whether the learner trains AKBE targets from the boundary labels (`akbeTargets`) and needs
  *     the no-tool probe for them (`needsNoTool`),
+ *   - the rows its batch trains beyond the with-tool rollouts (`rowKinds`, names from the row-kind
+ *     registry, src/rl/row-kinds.ts; by default the ones its flags say),
  *   - its loss terms (`losses`, names from the loss registry, src/rl/losses.ts),
  *   - its options (`options`: defaults, set in a run's config under `algoOptions`).
  * The learner, the trainer's loss terms and the audit read only this entry, so an algorithm's
@@ -15,6 +17,7 @@
 import { ConfigError } from '../errors.js';
 import type { LossTerm } from '../losses.js';
 import { NamedRegistry } from '../registry.js';
+import { getRowKind } from '../row-kinds.js';
 import type { RolloutResult } from '../types.js';
 
 /** What an algorithm's loss terms are built from (a TrainConfig has all of it). */
@@ -49,6 +52,12 @@ export interface Algorithm {
   offlineTargets?: boolean;
   /** Needs the no-tool rollouts (G_nt >= 1) to train. */
   needsNoTool: boolean;
+  /**
+   * The row kinds its batch adds to the with-tool rows (src/rl/row-kinds.ts), in order. Default
+   * (rowKindsOf): 'dpo-pair' with dpoPairs, 'offline-target' with offlineTargets, 'akbe-target'
+   * with akbeTargets, else none.
+   */
+  rowKinds?: readonly string[];
   /** Option names and their defaults (config `algoOptions`). */
   options: Readonly<Record<string, number>>;
   /** Throws a RangeError naming the option when a value is out of range. */
@@ -79,12 +88,24 @@ export function registerAlgorithm(a: Algorithm): void {
   if (a.dpoPairs && !a.akbeTargets) refuse('dpoPairs needs akbeTargets (the chosen side is the AKBE target)');
   if ((a.akbeTargets || a.offlineTargets) && !a.needsNoTool)
     refuse('AKBE targets need the boundary labels, so needsNoTool must be true');
+  for (const kind of a.rowKinds ?? []) getRowKind(kind); // an unknown kind throws, naming the known ones
   ALGORITHMS.register(a.name, a);
+}
+
+/** The row kinds an algorithm's batch adds to its with-tool rows (Algorithm.rowKinds, or its flags'). */
+export function rowKindsOf(a: Algorithm): readonly string[] {
+  if (a.rowKinds) return a.rowKinds;
+  if (a.dpoPairs) return ['dpo-pair'];
+  if (a.offlineTargets) return ['offline-target'];
+  return a.akbeTargets ? ['akbe-target'] : [];
 }
 /** The algorithm registered under `name` (`algo:` in a config); throws naming the registered ones. */
 export const getAlgorithm = (name: string): Algorithm => ALGORITHMS.get(name);
 /** The names of every registered algorithm. */
 export const listAlgorithms = (): string[] => ALGORITHMS.names();
+
+/** The base method the others are measured against (an experiment's default baseline cell): GRPO. */
+export const isBaseAlgorithm = (name: string): boolean => name === 'grpo';
 
 /** The outcome reward as the rollout machine scored it: EM with the format rule. */
 export const outcomeRewards = (withTool: readonly RolloutResult[]): number[] => withTool.map((r) => r.reward);

@@ -24,6 +24,7 @@ registerAlgorithm({
   akbeTargets: true,
   dpoPairs: true,
   needsNoTool: true,
+  rowKinds: ['dpo-pair'],
   options: { beta: DEFAULT_DPO_BETA },
   validateOptions: (o) => {
     if (!(o.beta > 0)) throw new RangeError(`beta must be > 0, got ${o.beta}`);

@@ -25,6 +25,7 @@ registerAlgorithm({
   // The frozen checkpoint's no-tool probe (G_nt rollouts) labels the boundary as on-policy AKBE's
   // does; the run's own no-tool rollouts keep measuring the on-policy boundary (category counts).
   needsNoTool: true,
+  rowKinds: ['offline-target'],
   options: {},
   rewards: outcomeRewards,
   losses: (cfg) => getAlgorithm('akbe').losses(cfg),
