@@ -10,6 +10,7 @@ import { type DigestibleTrainRequest, trainRequestDigest } from '../events/train
 import { type LossConfig, lossTermsFor } from '../rl/algorithms/index.js';
 import type { TrainBatch } from '../rl/batch.js';
 import type { LossTerm } from '../rl/losses.js';
+import { rowsPerUpdate } from '../rl/mini-batch.js';
 
 /** What a request needs beyond the batch, read from run.started; or why the log cannot say. */
 export type RequestSettings =
@@ -41,7 +42,7 @@ export function requestSettingsOf(
   } catch (err) {
     return { missing: `the run's loss terms cannot be rebuilt: ${(err as Error).message}` };
   }
-  return { lr: lr!, epochs: epochs!, rowsPerUpdate: mb! * (g! + 1), padId: padId!, losses };
+  return { lr: lr!, epochs: epochs!, rowsPerUpdate: rowsPerUpdate(mb!, g!), padId: padId!, losses };
 }
 
 /** The step's request as the orchestrator sent it (run-steps.ts), from the re-assembled batch. */

@@ -18,6 +18,14 @@ export interface MiniBatch extends BatchArrays {
 }
 
 /**
+ * Rows of every update's graph (the train request's `rowsPerUpdate`): the largest mini-batch
+ * holds M questions' G_wt with-tool rows and at most one target row each, M * (G_wt + 1).
+ */
+export function rowsPerUpdate(miniBatchQuestions: number, gWithTool: number): number {
+  return miniBatchQuestions * (gWithTool + 1);
+}
+
+/**
  * The arrays of mini-batch `index`, optionally padded with empty rows up to `padRowsTo` (a
  * training graph with a static batch size; at most M * (G_wt + 1) rows are ever needed). Empty rows
  * contribute nothing: their loss mask and weights are 0.

@@ -25,6 +25,7 @@ import { rolloutMachine } from '../../src/machines/rollout.js';
 import { type RunInput, runMachine } from '../../src/machines/run.js';
 import { lossTermsFor } from '../../src/rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG, type TrainConfig } from '../../src/rl/config.js';
+import { rowsPerUpdate } from '../../src/rl/mini-batch.js';
 import { Rng } from '../../src/util/rng.js';
 import { fakeSearch, type ScriptedCalls, scriptedGenerate, ToyTokenizer } from './scripted-policy.js';
 
@@ -173,7 +174,7 @@ export function factsToEvents(
       losses: req.losses,
       lr: config.lr,
       epochs: config.ppoEpochs,
-      rowsPerUpdate: config.miniBatchQuestions * (config.gWithTool + 1),
+      rowsPerUpdate: rowsPerUpdate(config.miniBatchQuestions, config.gWithTool),
       padId: 0,
     });
   };

@@ -14,6 +14,7 @@ import { learnerMachine, type TrainRequest, type TrainResult } from '../../machi
 import { questionMachine } from '../../machines/question.js';
 import type { RolloutInput, rolloutMachine } from '../../machines/rollout.js';
 import { type RunOutput, runMachine } from '../../machines/run.js';
+import { rowsPerUpdate } from '../../rl/mini-batch.js';
 import type { RolloutResult } from '../../rl/types.js';
 import { abortable } from '../../util/abortable.js';
 import { killPoint, killPointArmed } from '../../util/kill-point.js';
@@ -72,7 +73,7 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
       losses: input.losses,
       lr: cfg.lr,
       epochs: cfg.ppoEpochs,
-      rowsPerUpdate: cfg.miniBatchQuestions * (cfg.gWithTool + 1),
+      rowsPerUpdate: rowsPerUpdate(cfg.miniBatchQuestions, cfg.gWithTool),
       padId: d.padId,
     };
     requestDigests.set(input.step, trainRequestDigest(runId, request));
