@@ -74,6 +74,7 @@ export interface LossHyper {
 export interface LossInputs {
   tokenLogp: Tensor; // [B, T-1] log pi(x_{t+1} | x_<=t)
   logp?: Tensor; // [B, T-1, V] full log-softmax, for the entropy metric
+  tokEntropy?: Tensor; // [B, T-1] the per-token entropy itself (the chunked head, src/gpu/lm-head.ts)
   oldLogp: Tensor; // [B, T-1] log pi_old of the same tokens: the behaviour policy's
   /** [B, T-1] log pi_prox (the version before this update): given, the loss is the decoupled form. */
   proxLogp?: Tensor;
@@ -173,8 +174,8 @@ export function policyLoss(inp: LossInputs, h: LossHyper, opts: LossOptions = {}
   const clipFrac = maskedMean(ops.cast(ppo.clippedWins, dtype), pgMask);
   const approxKl = maskedMean(sub(sub(ratio, 1), logRatio), pgMask);
   let entropy: Tensor | undefined;
-  if (inp.logp) {
-    const tokEntropy = neg(reduceSum(mul(exp(inp.logp), inp.logp), [2])); // [B, T-1]
+  if (inp.logp || inp.tokEntropy) {
+    const tokEntropy = inp.tokEntropy ?? neg(reduceSum(mul(exp(inp.logp!), inp.logp!), [2])); // [B, T-1]
     const isTarget = ops.cast(greater(inp.akbeWeight, 0), dtype); // [B]
     const anyWeight = max(inp.pgWeight, isTarget); // [B]
     entropy = maskedMean(tokEntropy, mul(inp.lossMask, unsqueeze(anyWeight, [1])));

@@ -30,8 +30,9 @@
 import { ADAMW_SCALAR_OUTPUTS } from './adamw.js';
 import { architecture, type PolicyConfig } from './architecture.js';
 import { Graph, type Graph as GraphT, gradients, ops, type Tensor } from './graph/index.js';
+import { trainHead } from './lm-head.js';
 import { type Aggregation, type AkbeLossForm, type LossHyper, policyLoss } from './losses.js';
-import { declareParams, type FloatDType, nextTokenLogprobs } from './policy-graphs.js';
+import { declareParams, type FloatDType } from './policy-graphs.js';
 
 const { add, sub, mul, div, sqrt, pow, min, reduceSum } = ops;
 
@@ -88,6 +89,13 @@ export interface TrainGraphOptions {
    * ADAMW_SCALAR_OUTPUTS, and src/gpu/adamw.ts updates the trainer's arrays in place). Default 'graph'.
    */
   optimizer?: 'graph' | 'host';
+  /**
+   * Positions per chunk of the lm head (src/gpu/lm-head.ts): the [B (T-1), V] logits, softmax
+   * and gradient exist one chunk at a time (recomputed in the backward). Default: rows of at most
+   * 64 MiB ([rows, V] values), which is one chunk, today's unchunked graph, for small vocabularies
+   * and batches.
+   */
+  logitsChunk?: number;
 }
 
 /** Parameters that get weight decay: matrices and embeddings (rank >= 2). */
@@ -116,7 +124,8 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
   >;
 
   // ---- 1. forward ----
-  const fwd = nextTokenLogprobs(cfg, p, { inputIds }); // tokenLogp [B, T-1], logp [B, T-1, V]
+  // tokenLogp [B, T-1]; logp [B, T-1, V] unchunked, or tokEntropy [B, T-1] in chunks (lm-head.ts)
+  const fwd = trainHead(cfg, p, inputIds, { dtype, logitsChunk: opts.logitsChunk });
 
   // ---- 2. loss ----
   const hyper: LossHyper = {
@@ -140,6 +149,7 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
     {
       tokenLogp: fwd.tokenLogp,
       logp: fwd.logp,
+      tokEntropy: fwd.tokEntropy,
       oldLogp,
       proxLogp,
       lossMask,

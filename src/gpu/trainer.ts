@@ -79,6 +79,8 @@ export interface TrainerOptions {
    * 'graph' inside the train graph (updated copies as outputs). The same weights to the bit.
    */
   optimizer?: 'host' | 'graph';
+  /** Positions per chunk of the lm head (TrainGraphOptions.logitsChunk; default by a 64 MiB budget). */
+  logitsChunk?: number;
 }
 
 /** One training batch; flat row-major arrays. */
