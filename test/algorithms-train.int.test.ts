@@ -174,7 +174,16 @@ t.test('dpo-akbe: 2 tiny steps train against the frozen v0 and audit clean', asy
     'the trainer reports L_DPO',
   );
   // Re-training each step against a fresh v0 reference gives the published weights bit for bit.
-  const v = await runCli('replay', '--run', runId, '--verify-training', '--nats', nats.server.url);
+  const v = await runCli(
+    'replay',
+    '--run',
+    runId,
+    '--verify-training',
+    '--nats',
+    nats.server.url,
+    '--home',
+    runDir,
+  );
   t.equal(v.code, 0, v.out + v.err);
   t.match(
     v.out,

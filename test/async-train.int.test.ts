@@ -138,7 +138,16 @@ t.test('a tampered record of the staleness is found', async (t) => {
 });
 
 t.test('akbe replay --verify-training: the decoupled steps re-derive every published version', async (t) => {
-  const r = await runCli('replay', '--run', 'async', '--verify-training', '--nats', nats.server.url);
+  const r = await runCli(
+    'replay',
+    '--run',
+    'async',
+    '--verify-training',
+    '--nats',
+    nats.server.url,
+    '--home',
+    runDir,
+  );
   t.equal(r.code, 0, r.out + r.err);
   t.match(
     r.out,

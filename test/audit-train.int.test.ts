@@ -222,7 +222,16 @@ t.test('and re-plays through the machines exactly (the inspector re-play)', asyn
 });
 
 t.test('akbe replay --verify-training re-derives both published checkpoints from v0', async (t) => {
-  const r = await runCli('replay', '--run', 'real', '--verify-training', '--nats', nats.server.url);
+  const r = await runCli(
+    'replay',
+    '--run',
+    'real',
+    '--verify-training',
+    '--nats',
+    nats.server.url,
+    '--home',
+    runDir,
+  );
   t.equal(r.code, 0, r.out + r.err);
   t.match(
     r.out,

@@ -14,6 +14,7 @@ import t from 'tap';
 import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
 import type { TrainCall } from '../src/actors/services/trainer/protocol.js';
 import { TrainerService } from '../src/actors/services/trainer/trainer-service.js';
+import { readVerifyRecord, verifyRecordPath, writeVerifyRecord } from '../src/audit/verify-record.js';
 import { EventStore } from '../src/events/store.js';
 import { PolicyHost } from '../src/gpu/policy-host.js';
 import { runCli } from './helpers/cli.js';
@@ -105,6 +106,26 @@ t.test('a trainer fed one other token: caught at that step by both', async (t) =
     ),
   );
   t.match(r.out, /largest parameter difference \S+\[\d+\]: re-derived -?[\d.e-]+, published/);
+  // The verdict is kept for the dashboard's audit panel.
+  const kept = await readVerifyRecord(join(home, 'runs'), 'one-token');
+  t.match(kept, { runId: 'one-token', result: { ok: false, step: k, version: k + 1, verified: k } });
+});
+
+t.test('a kept verdict is read back only when it is one, for a run id that is one', async (t) => {
+  const runs = join(home, 'records');
+  const result = { ok: true as const, steps: 2, versions: [1, 2] };
+  await writeVerifyRecord(runs, { runId: 'r1', at: 'now', events: 10, result });
+  t.same(await readVerifyRecord(runs, 'r1'), { runId: 'r1', at: 'now', events: 10, result });
+  t.equal(await readVerifyRecord(runs, '../records/r1'), null, 'no path outside the runs directory');
+  t.equal(verifyRecordPath(runs, '..'), null);
+  writeFileSync(
+    join(runs, 'r1', 'verify-training.json'),
+    '{"runId":"r1","at":"now","events":1,"result":{"ok":false}}',
+  );
+  t.equal(await readVerifyRecord(runs, 'r1'), null, 'a damaged record is no record');
+  await writeVerifyRecord(runs, { runId: 'r2', at: 'now', events: 1, result });
+  t.equal(await readVerifyRecord(runs, 'r3'), null, 'none kept');
+  await t.rejects(writeVerifyRecord(runs, { runId: '../x', at: 'now', events: 1, result }), RangeError);
 });
 
 t.test('a trainer that published a changed config.json at step 1: only verification sees it', async (t) => {
@@ -142,6 +163,35 @@ t.test('a clean run verifies; its stored v2 replaced afterwards is caught by bot
   const report = JSON.parse(ok.out);
   t.same(report.verifyTraining, { ok: true, steps: 2, versions: [1, 2] });
   t.notOk('requests' in report, 'the rebuilt requests are not printed');
+  // An export and the base directory: no NATS needed, v0 checked against run.started.
+  const exportFile = join(home, 'clean.jsonl');
+  const exported = await runCli(
+    'events',
+    'export',
+    '--run',
+    'clean',
+    '--out',
+    exportFile,
+    '--nats',
+    nats.server.url,
+  );
+  t.equal(exported.code, 0, exported.err);
+  const elsewhere = join(home, 'elsewhere');
+  const fromFile = await runCli(
+    'replay',
+    '--file',
+    exportFile,
+    '--verify-training',
+    '--base',
+    fx.policyDir,
+    '--home',
+    elsewhere,
+  );
+  t.equal(fromFile.code, 0, fromFile.out + fromFile.err);
+  t.match(fromFile.out, /verified training: 2 steps re-derived from v0/);
+  const noBase = await runCli('replay', '--file', exportFile, '--verify-training', '--home', elsewhere);
+  t.equal(noBase.code, 2);
+  t.match(noBase.err, /--verify-training with --file needs --base DIR: the run's base policy/);
   // Flip one weight of v2 on disk (the bytes after the header are the tensors).
   const file = join(home, 'runs', 'clean', 'checkpoints', 'v2', 'model.safetensors');
   const bytes = readFileSync(file);

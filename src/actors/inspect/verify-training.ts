@@ -22,6 +22,7 @@ import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RebuiltStep } from '../../audit/collector.js';
+import type { ParamDifference, VerifyTrainingResult } from '../../audit/verify-record.js';
 import { type Manifest, manifestOf } from '../../events/train-digest.js';
 import { PolicyHost } from '../../gpu/policy-host.js';
 import type { PolicyWorkerInit } from '../../gpu/policy-protocol.js';
@@ -65,28 +66,6 @@ export interface VerifyTrainingInput {
   /** After each verified step: how many of how many. */
   onStep?: (done: number, total: number) => void;
 }
-
-/** The largest elementwise difference between the re-derived and the published weights. */
-export interface ParamDifference {
-  tensor: string;
-  index: number;
-  derived: number;
-  published: number;
-}
-
-export type VerifyTrainingResult =
-  | { ok: true; steps: number; versions: number[] }
-  | {
-      ok: false;
-      /** Steps verified before the failing one. */
-      verified: number;
-      step: number;
-      /** The version the failing step should have published. */
-      version: number;
-      /** What differs (files and sha256s), or why the step could not be verified. */
-      problems: string[];
-      largest?: ParamDifference;
-    };
 
 /** Re-trains every step from v0 and compares each result with its policy.published (see the top). */
 export async function verifyTraining(input: VerifyTrainingInput): Promise<VerifyTrainingResult> {

@@ -10,13 +10,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AuditReport } from '../../audit/audit.js';
 import type { RunLog } from '../../audit/run-log.js';
+import type { VerifyTrainingResult } from '../../audit/verify-record.js';
 import type { Manifest } from '../../events/train-digest.js';
 import { type CommandContext, UsageError } from '../command.js';
 
 /** The verification's outcome as `--json` prints it (under `verifyTraining`). */
-export type VerifyVerdict = Awaited<
-  ReturnType<typeof import('../../actors/inspect/verify-training.js').verifyTraining>
->;
+export type VerifyVerdict = VerifyTrainingResult;
 
 /** A refusal before any training: the run cannot be verified here, and why. */
 export class VerifyRefused extends Error {
@@ -71,6 +70,20 @@ export async function verifyRunTraining(
       onStep: () => bar.tick(),
     });
     bar.finish();
+    // Kept for the dashboard's audit panel (a viewer does not re-train on a click).
+    const { writeVerifyRecord } = await import('../../audit/verify-record.js');
+    const at = new Date().toISOString();
+    const written = await writeVerifyRecord(join(opts.home, 'runs'), {
+      runId: log.runId,
+      at,
+      events: log.events,
+      result,
+    }).catch((err: Error) => {
+      ctx.err.write(`akbe replay: the verdict was not kept for the dashboard: ${err.message}\n`);
+      return null;
+    });
+    if (written)
+      ctx.err.write(`akbe replay: verdict kept in ${written} (the dashboard's audit panel shows it)\n`);
     return result;
   } finally {
     await base.cleanup();
