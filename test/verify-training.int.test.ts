@@ -1,10 +1,11 @@
 /**
- * `akbe replay --verify-training` against real runs (tiny world and policy, 2 steps each, a real
- * nats-server): a run whose trainer was fed one other token at step 1, a run whose trainer
- * published a changed config.json at step 1, and a clean run whose stored v2 is replaced after the
- * fact. Each is caught at step 1 (v2), after step 0 verified; what the cheap audit (without
- * re-training) sees of each is asserted beside it. The clean verification is in
- * audit-train.int; asynchronous, DPO-AKBE and resumed runs verify in their own files.
+ * `akbe replay --verify-training` against real runs (a real nats-server, 2 steps each): a run whose
+ * trainer was fed one other token (the base policy, at the first step whose batch moves the
+ * weights), a run whose trainer published a changed config.json at step 1, and a clean run whose
+ * stored v2 is replaced after the fact. Each is caught at its step, after the steps before it
+ * verified; what the cheap audit (without re-training) sees of each is asserted beside it. The
+ * clean run also verifies from an export with `--base`. The synchronous run of audit-train.int,
+ * and the asynchronous, DPO-AKBE and resumed runs verify in their own files.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -102,7 +103,7 @@ t.test('a trainer fed one other token: caught at that step by both', async (t) =
   t.match(
     r.out,
     new RegExp(
-      `TRAINING MISMATCH step ${k} \\(v${k + 1}\\), after ${k} verified steps: model\\.safetensors has sha256`,
+      `TRAINING MISMATCH step ${k} \\(v${k + 1}\\), after ${k} step${k === 1 ? '' : 's'} verified: model\\.safetensors has sha256`,
     ),
   );
   t.match(r.out, /largest parameter difference \S+\[\d+\]: re-derived -?[\d.e-]+, published/);
@@ -151,7 +152,7 @@ t.test('a trainer that published a changed config.json at step 1: only verificat
   t.equal(r.code, 1);
   t.match(
     r.out,
-    /TRAINING MISMATCH step 1 \(v2\), after 1 verified steps: config\.json has sha256 \w+…, the manifest of v2 records/,
+    /TRAINING MISMATCH step 1 \(v2\), after 1 step verified: config\.json has sha256 \w+…, the manifest of v2 records/,
   );
   t.notMatch(r.out, /model\.safetensors has sha256/, 'the weights themselves trained as logged');
 });
@@ -210,7 +211,7 @@ t.test('a clean run verifies; its stored v2 replaced afterwards is caught by bot
   t.equal(r.code, 1);
   t.match(
     r.out,
-    /TRAINING MISMATCH step 1 \(v2\), after 1 verified steps: the stored v2 model\.safetensors has sha256/,
+    /TRAINING MISMATCH step 1 \(v2\), after 1 step verified: the stored v2 model\.safetensors has sha256/,
   );
   t.match(r.out, /\(\|diff\| 0\.5\)/, 'the largest difference is the planted one');
 });

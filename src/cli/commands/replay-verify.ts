@@ -90,15 +90,17 @@ export async function verifyRunTraining(
   }
 }
 
+const steps = (n: number) => `${n} step${n === 1 ? '' : 's'}`;
+
 /** The verdict as one line (stdout). */
 export function formatVerdict(r: VerifyVerdict): string {
   if (r.ok)
-    return `verified training: ${r.steps} steps re-derived from v0; every published checkpoint (${r.versions.length ? `v1..v${r.versions.at(-1)}` : 'none'}) matches bit for bit\n`;
+    return `verified training: ${steps(r.steps)} re-derived from v0; every published checkpoint (${r.versions.length ? `v1..v${r.versions.at(-1)}` : 'none'}) matches bit for bit\n`;
   const d = r.largest;
   const largest = d
     ? `; largest parameter difference ${d.tensor}[${d.index}]: re-derived ${d.derived}, published ${d.published} (|diff| ${Number(Math.abs(d.derived - d.published).toPrecision(6))})`
     : '';
-  return `TRAINING MISMATCH step ${r.step} (v${r.version}), after ${r.verified} verified steps: ${r.problems.join('; ')}${largest}\n`;
+  return `TRAINING MISMATCH step ${r.step} (v${r.version}), after ${steps(r.verified)} verified: ${r.problems.join('; ')}${largest}\n`;
 }
 
 /** What the recorded trainer runtime means for bit-equality here (refuses where it cannot hold). */
