@@ -35,6 +35,12 @@ export interface StepDeps {
   seqToRollout: Map<number, DispatchedRollout>;
   sink: EventSink;
   published: Map<number, PublishedCheckpoint>;
+  /**
+   * Sets the run's current policy version in KV once a step's version is published: the
+   * orchestrator's job, not the trainer's (a trainer key that may write KV can roll the whole
+   * bucket up: every run's lock, status and pointer; issue 23).
+   */
+  setCurrentVersion: (version: number) => Promise<void>;
   padId: number;
   log: (line: string) => void;
   /** Aborts when the run must stop now (its lock was lost): the run machine is stopped. */
@@ -84,6 +90,7 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
       ...r.published,
       ...(r.requestSha256 ? { requestSha256: r.requestSha256 } : {}),
     });
+    await d.setCurrentVersion(r.version);
     timer.trainDone(input.step, r.metrics.trainSeconds ?? 0, r.metrics.tokensPerSecond ?? 0);
     return { version: r.version, metrics: r.metrics, checkpoint: r.published.checkpoint };
   });
