@@ -41,16 +41,17 @@ function lines(points: StepPoint[], specs: ReadonlyArray<readonly [string, Value
   return specs.map(([label, f, i]) => line(label, points.map(f), i));
 }
 
+/** A learner.step.extra value of each point (null where the step did not record it). */
+function extra(k: string): Value {
+  return (p) => p.extra[k] ?? null;
+}
+
 function charts(points: StepPoint[]) {
   const x = points.map((p) => p.step);
   const keys = new Set(points.flatMap((p) => Object.keys(p.extra)));
   const extraKeys = [...keys].filter((k) => k === 'trainReward' || k === 'formatFailures');
   // The world's oracle rates (learner.step.extra, recorded when the questions carry `known`).
   const oracle = ORACLE_RATES.filter(([k]) => keys.has(k));
-  const extra =
-    (k: string): Value =>
-    (p) =>
-      p.extra[k] ?? null;
   return [
     {
       id: 'chart-em',
