@@ -137,6 +137,24 @@ t.test('a tampered record of the staleness is found', async (t) => {
   t.ok(fields.includes('policyVersion (maxStaleness rule)'), fields.join());
 });
 
+t.test('akbe replay --verify-training: the decoupled steps re-derive every published version', async (t) => {
+  const r = await runCli(
+    'replay',
+    '--run',
+    'async',
+    '--verify-training',
+    '--nats',
+    nats.server.url,
+    '--home',
+    runDir,
+  );
+  t.equal(r.code, 0, r.out + r.err);
+  t.match(
+    r.out,
+    /verified training: 3 steps re-derived from v0; every published checkpoint \(v1\.\.v3\) matches/,
+  );
+});
+
 t.test('akbe replay: clean, and --question shows the version each label describes', async (t) => {
   const r = await runCli('replay', '--run', 'async', '--rerun', '--nats', nats.server.url);
   t.equal(r.code, 0, r.out + r.err);

@@ -5,13 +5,14 @@
  * trained batch row by row, and (dpo-akbe) its preference pairs.
  */
 import type { BoundaryCategory } from '../events/catalog.js';
+import { trainRequestDigest } from '../events/train-digest.js';
 import { prepareStep, selectionRuleOf } from '../machines/learner.js';
 import { oracleRatesExtra, oracleSearchRates } from '../rl/metrics.js';
 import type { OfflineTarget } from '../rl/offline.js';
 import type { QuestionGroup, RolloutResult } from '../rl/types.js';
 import type { AuditCounts, Collector, Where } from './collector.js';
 import { checkDpoPairs } from './dpo-pairs.js';
-import { rebuiltRequestDigest } from './rebuilt-request.js';
+import { rebuiltRequest } from './rebuilt-request.js';
 import { type AuditSettings, groupOf } from './recompute.js';
 import { type RunLog, type StepLog, seqOf } from './run-log.js';
 import { auditStaleness } from './staleness.js';
@@ -118,14 +119,10 @@ function checkRebuiltRequest(
     c.notes.add(`train requests not rebuilt from the log: ${settings.request.missing}`);
     return;
   }
-  const rebuilt = rebuiltRequestDigest(
-    learner.meta.runId,
-    settings.request,
-    learner.meta.step,
-    trainVersion,
-    prepared.batch,
-  );
-  c.check(where, 'requestSha256 (rebuilt from the log)', sent, rebuilt);
+  const request = rebuiltRequest(settings.request, learner.meta.step, trainVersion, prepared.batch);
+  const rebuilt = trainRequestDigest(learner.meta.runId, request);
+  const digestMatches = c.check(where, 'requestSha256 (rebuilt from the log)', sent, rebuilt);
+  c.requests?.push({ step: learner.meta.step, request, digestMatches });
 }
 
 /** Each boundary.labeled against the label the learner's own rule gives. */
