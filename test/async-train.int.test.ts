@@ -21,13 +21,13 @@ import { EventStore } from '../src/events/store.js';
 import { readWorldTokenizer } from '../src/world/files.js';
 import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
-import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
+import { baseRunFixture, tinySpec } from './helpers/tiny-run.js';
 
 delete process.env.NATS_URL;
 process.env.CI = 'true';
 
 const ETA = 1;
-const fx = await tinyRunFixture();
+const fx = await baseRunFixture();
 const nats = await withNats(t);
 const store = await EventStore.open(nats.nc);
 const runDir = mkdtempSync(join(tmpdir(), 'akbe-async-train-'));

@@ -20,12 +20,12 @@ import { CHECKPOINT_BUCKET } from '../src/events/subjects.js';
 import { runCli } from './helpers/cli.js';
 import { startCli, until } from './helpers/cli-process.js';
 import { withNats } from './helpers/nats.js';
-import { TINY_TRAIN, tinyRunFixture } from './helpers/tiny-run.js';
+import { baseRunFixture, TINY_TRAIN } from './helpers/tiny-run.js';
 
 t.test(
   'an orchestrator killed after step 1 of 3 resumes from the log and the run finishes clean',
   async (t) => {
-    const fx = await tinyRunFixture();
+    const fx = await baseRunFixture();
     const nats = await withNats(t);
     const store = await EventStore.open(nats.nc);
     const home = mkdtempSync(join(tmpdir(), 'akbe-resume-'));

@@ -190,6 +190,40 @@ t.test('a clean run verifies; its stored v2 replaced afterwards is caught by bot
   );
   t.equal(fromFile.code, 0, fromFile.out + fromFile.err);
   t.match(fromFile.out, /verified training: 2 steps re-derived from v0/);
+  // The same run as a v1 log (learner.step and policy.published without digests or manifests,
+  // as written before session 7): verified by the weights' sha256, and said what is unchecked.
+  const v1File = join(home, 'clean-v1.jsonl');
+  const v1Lines = readFileSync(exportFile, 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l))
+    .filter((e) => e.type !== 'export.seal')
+    .map((e) => {
+      if (e.type === 'learner.step') {
+        delete e.data.requestSha256;
+        e.v = 1;
+      }
+      if (e.type === 'policy.published') {
+        for (const k of ['requestSha256', 'manifest', 'manifestSha256']) delete e.data[k];
+        e.v = 1;
+      }
+      return JSON.stringify(e);
+    });
+  writeFileSync(v1File, `${v1Lines.join('\n')}\n`);
+  const old = await runCli(
+    'replay',
+    '--file',
+    v1File,
+    '--unsigned',
+    '--verify-training',
+    '--base',
+    fx.policyDir,
+    '--home',
+    elsewhere,
+  );
+  t.equal(old.code, 0, old.out + old.err);
+  t.match(old.out, /verified training: 2 steps re-derived from v0/);
+  t.match(old.err, /records no train request digests \(learner\.step v1\)/);
   const noBase = await runCli('replay', '--file', exportFile, '--verify-training', '--home', elsewhere);
   t.equal(noBase.code, 2);
   t.match(noBase.err, /--verify-training with --file needs --base DIR: the run's base policy/);

@@ -8,8 +8,8 @@ import type { RebuiltRequest } from './rebuilt-request.js';
 export interface RebuiltStep {
   step: number;
   request: RebuiltRequest;
-  /** The rebuilt request's digest equals learner.step.requestSha256. */
-  digestMatches: boolean;
+  /** The rebuilt request's digest equals learner.step.requestSha256 (null: a v1 log records none). */
+  digestMatches: boolean | null;
 }
 
 export interface Mismatch {

@@ -131,7 +131,7 @@ async function verifySteps(
     const dir = join(work, `v${version}`);
     const files = await savedCheckpoint(host, dir, input.baseDir);
     const problems = checkpointDifferences(version, published, files);
-    if (!s.digestMatches)
+    if (s.digestMatches === false)
       problems.push(
         "the log's rebuilt request differs from the digest learner.step recorded (see the audit)",
       );

@@ -34,6 +34,10 @@ export async function verifyRunTraining(
   if (!report.requests) throw new Error('verifyRunTraining: the audit kept no requests');
   const runtime = started.data.trainerRuntime;
   const notes = runtimeNotes(runtime);
+  if (report.requests.some((r) => r.digestMatches === null))
+    notes.push(
+      'this log records no train request digests (learner.step v1): the requests rebuilt from it are trained on unchecked against what the learner sent',
+    );
   for (const n of notes) ctx.err.write(`akbe replay: ${n}\n`);
   const { runSpecOf } = await import('../../actors/roles/roles.js');
   const { trainerOptionsOf } = await import('../../actors/roles/trainer-options.js');
