@@ -12,7 +12,6 @@ const ROOT = join(import.meta.dirname, '..');
 
 /** file: function, of the functions over 80 lines not yet split. */
 const KNOWN = new Set([
-  'src/actors/inspect/inspect-relay.ts: startInspectorRelay',
   'src/actors/nats/nats-server.ts: startNatsServer',
   'src/gpu/train-step.ts: buildTrainGraph',
 ]);
