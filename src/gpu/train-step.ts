@@ -6,7 +6,8 @@
  * Trainer's arrays in place (no updated copies of parameters and moments: ~5 x 4 bytes/parameter).
  *
  * Phases, in graph order:
- *   1. forward      tokenLogp [B, T-1], logp [B, T-1, V] = nextTokenLogprobs(params, input_ids)
+ *   1. forward      tokenLogp [B, T-1], logp [B, T-1, V] = nextTokenLogprobs(params, input_ids), or
+ *                   in chunks of positions (lm-head.ts, `logitsChunk`) tokenLogp and the entropy alone
  *   2. loss         GRPO + lambda AKBE (src/gpu/losses.ts) and metrics
  *   3. backward     grads = d loss / d params (tape autodiff)
  *   4. clip         grad_norm = ||grads||_2 (before clipping); grads *= min(1, max_grad_norm / (grad_norm + 1e-6))
@@ -31,7 +32,7 @@ import { ADAMW_SCALAR_OUTPUTS } from './adamw.js';
 import { architecture, type PolicyConfig } from './architecture.js';
 import { Graph, type Graph as GraphT, gradients, ops, type Tensor } from './graph/index.js';
 import { trainHead } from './lm-head.js';
-import { type Aggregation, type AkbeLossForm, type LossHyper, policyLoss } from './losses.js';
+import { type Aggregation, type AkbeLossForm, graphLossTerms, type LossHyper, lossGraph } from './losses.js';
 import { declareParams, type FloatDType } from './policy-graphs.js';
 
 const { add, sub, mul, div, sqrt, pow, min, reduceSum } = ops;
@@ -145,7 +146,13 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
         beta: g.input('dpo_beta', dtype, []),
       }
     : undefined;
-  const loss = policyLoss(
+  const lossOpts = {
+    aggregation: opts.aggregation,
+    akbeLoss: opts.akbeLoss,
+    dualClip: opts.dualClip,
+    logRatioClamp: opts.logRatioClamp,
+  };
+  const loss = lossGraph(
     {
       tokenLogp: fwd.tokenLogp,
       logp: fwd.logp,
@@ -159,12 +166,8 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
       dpo,
     },
     hyper,
-    {
-      aggregation: opts.aggregation,
-      akbeLoss: opts.akbeLoss,
-      dualClip: opts.dualClip,
-      logRatioClamp: opts.logRatioClamp,
-    },
+    lossOpts,
+    graphLossTerms(lossOpts, dpo !== undefined),
   );
 
   // ---- 3. backward ----
@@ -180,14 +183,11 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
   // ---- 5. AdamW ----
   addAdamW(g, { shapes, grads, p, hp, coef, dtype, host, gradOutputs: opts.gradOutputs === true });
 
+  // Each term's value and metric under the output name its builder gives (losses.ts).
   g.output(loss.loss, 'loss');
-  g.output(loss.pgLoss, 'pg_loss');
-  g.output(loss.akbeLoss, 'akbe_loss');
-  if (loss.dpoLoss) g.output(loss.dpoLoss, 'dpo_loss');
+  for (const [name, value] of loss.values) g.output(value, name);
   g.output(gradNorm, 'grad_norm');
-  g.output(loss.clipFrac, 'clip_frac');
-  g.output(loss.approxKl, 'approx_kl');
-  g.output(loss.entropy!, 'entropy');
+  for (const [name, metric] of loss.metrics) g.output(metric, name);
   g.output(fwd.tokenLogp, 'logprobs');
   return g;
 }
