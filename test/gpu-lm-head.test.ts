@@ -131,7 +131,11 @@ async function stepOutputs(cfg: PolicyConfig, params: Params, dtype: 'float32' |
     );
   const out = await session.run(feeds);
   await session.release();
+  // The tied embedding's gradient: chunked, its rows scattered straight into the head's running
+  // sum (fuseTiedGradient); unchunked, autodiff's Sum of the two parts.
+  const tied = g.outputs.find((o) => o.name === `grad.${architecture(cfg).paramShapes()[0].name}`)!;
   return {
+    producers: [tied.producer?.opType, tied.producer?.inputs[0]?.producer?.opType],
     bytes: g.serialize(),
     out: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Array.from(v.data as Float64Array)])),
   };
@@ -175,5 +179,11 @@ for (const { name, cfg, params } of MODELS) {
     );
     t.notOk(Buffer.from(chunked32.bytes).equals(Buffer.from(full32.bytes)), 'logitsChunk 4: another graph');
     t.same(atRows.out, full32.out, 'and the same outputs to the bit');
+    t.same(
+      chunked64.producers,
+      ['ScatterElements', 'Gemm'],
+      'chunked: embedding rows scattered into the head sum',
+    );
+    t.same(full64.producers[0], 'Sum', 'unchunked: the Sum of both parts, as before');
   });
 }

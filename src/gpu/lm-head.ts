@@ -116,6 +116,33 @@ export function trainHead(
   };
 }
 
+/** Whether `t` is a float zero tensor Expand(0, dims), as the Gather rule's scatter base. */
+function isExpandedZero(t: Tensor | null | undefined): boolean {
+  const e = t?.producer;
+  if (e?.opType !== 'Expand') return false;
+  const base = e.inputs[0]!;
+  return t!.graph.isConstant(base) && t!.graph.constantValues(base).every((v) => v === 0);
+}
+
+/**
+ * A tied head's gradient as autodiff builds it, Sum(head part, ScatterElements(zeros, ids, rows)),
+ * rewritten as ScatterElements(head part, ids, rows): the embedding's rows added straight into
+ * the chunked head's running sum, without the [V, D] zeros (which ORT's constant folding keeps
+ * resident) and the Sum's [V, D] output. Anything else is returned unchanged. The chunked path
+ * only: the sum's order (and so its bits) differs from the unchunked graph's.
+ */
+export function fuseTiedGradient(grad: Tensor): Tensor {
+  const sum = grad.producer;
+  if (sum?.opType !== 'Sum' || sum.inputs.length !== 2) return grad;
+  const k = sum.inputs.findIndex(
+    (t) => t?.producer?.opType === 'ScatterElements' && isExpandedZero(t.producer.inputs[0]),
+  );
+  if (k < 0) return grad;
+  const scatter = sum.inputs[k]!.producer!;
+  const [, ids, rows] = scatter.inputs;
+  return scatterElementsAdd(sum.inputs[1 - k]!, ids!, rows!, scatter.attrs.axis.v as number);
+}
+
 /** `x` [C, D] made to depend on `after` without reading a value of it (see the file's head). */
 function ordered(x: Tensor, after: Tensor, first: boolean): Tensor {
   const rows = x.shape[0] as number;

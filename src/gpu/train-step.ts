@@ -31,7 +31,7 @@
 import { ADAMW_SCALAR_OUTPUTS } from './adamw.js';
 import { architecture, type PolicyConfig } from './architecture.js';
 import { Graph, type Graph as GraphT, gradients, ops, type Tensor } from './graph/index.js';
-import { trainHead } from './lm-head.js';
+import { fuseTiedGradient, trainHead } from './lm-head.js';
 import { type Aggregation, type AkbeLossForm, graphLossTerms, type LossHyper, lossGraph } from './losses.js';
 import { declareParams, type FloatDType } from './policy-graphs.js';
 
@@ -172,10 +172,12 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
 
   // ---- 3. backward ----
   const names = shapes.map((s) => s.name);
+  // Chunked head: a tied embedding's rows go straight into the head's gradient (lm-head.ts).
+  const fuse = fwd.tokEntropy ? fuseTiedGradient : (gr: Tensor) => gr;
   const grads = gradients(
     loss.loss,
     names.map((n) => p.get(n)!),
-  );
+  ).map(fuse);
 
   // ---- 4. global-norm clipping ----
   const { gradNorm, coef } = globalNormClip(g, grads, hp.max_grad_norm, dtype);
