@@ -44,7 +44,10 @@ export interface TrainStepPeak {
   runtime: number;
   /** Five parameter-sized float32 arrays: the caller's, the trainer's, AdamW's two moments, the gradients. */
   state: number;
-  /** Zero tensors ORT's constant folding keeps: the embedding gradient's [V, D], the unchunked head's [N, V]. */
+  /**
+   * Zero tensors ORT's constant folding keeps: the unchunked head's [N, V], the embedding
+   * gradient's [V, D] (none for a tied embedding with the head chunked: lm-head.ts fuseTiedGradient).
+   */
   folded: number;
   /** The larger of the two phases below (they are not alive at once). */
   head: number;
@@ -64,16 +67,19 @@ export const TRAIN_PEAK_FIT = {
   chunkHeadBlocks: 2,
   /** [V, D] blocks of the embedding / tied head gradient at the step's end (scatter, sum, norm). */
   embeddingBlocks: 4,
+  /** The same with a tied embedding's rows scattered into the chunked head's sum (no Sum). */
+  fusedEmbeddingBlocks: 3,
 };
 
 /**
  * Predicted peak resident memory of a process running one float32 CPU training step (Trainer,
  * optimizer 'host', arena off, the default head chunk unless `logitsChunk`), N = B (T - 1) head rows:
  *   peak = runtime + 5 P 4 + folded + max(head phase, embedding phase)
+ *   folded          = N V 4 (unchunked) + V D 4 (unless tied and chunked)
  *   head phase      = V D 4 (the head gradient's running sum) + activations + head blocks
  *   activations     = L B T (60 D) 4
  *   head blocks     = 2 C V 4 (chunked, C rows a chunk) | 3.9 N V 4 (unchunked)
- *   embedding phase = 4 V D 4
+ *   embedding phase = 4 V D 4 | 3 V D 4 (tied and chunked)
  * The constants are fitted to the Qwen3-shaped 103M policy at 4 x 64 and 4 x 256 (BENCHMARKS.md);
  * a model, not an account of every buffer.
  */
@@ -87,14 +93,15 @@ export function trainStepPeak(
   const rows = opts.batch * (opts.seq - 1);
   const chunk = logitsChunkRows(V, 4, opts.logitsChunk);
   const chunked = chunk < rows;
+  const fused = chunked && !arch.paramShapes().some((s) => s.name === 'lm_head.weight'); // tied
   const f = TRAIN_PEAK_FIT;
   const runtime = f.runtimeBytes;
   const state = 5 * countParams(cfg) * 4;
-  const folded = V * D * 4 + (chunked ? 0 : rows * V * 4);
+  const folded = (fused ? 0 : V * D * 4) + (chunked ? 0 : rows * V * 4);
   const activations = arch.nLayer * opts.batch * opts.seq * f.activationsPerTokenLayer * D * 4;
   const blocks = chunked ? f.chunkHeadBlocks * chunk * V * 4 : f.unchunkedHeadBlocks * rows * V * 4;
   const head = V * D * 4 + activations + blocks;
-  const embedding = f.embeddingBlocks * V * D * 4;
+  const embedding = (fused ? f.fusedEmbeddingBlocks : f.embeddingBlocks) * V * D * 4;
   const peak = runtime + state + folded + Math.max(head, embedding);
   return { peak, runtime, state, folded, head, embedding, activations, chunk };
 }
