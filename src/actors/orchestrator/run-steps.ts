@@ -15,6 +15,7 @@ import { questionMachine } from '../../machines/question.js';
 import type { RolloutInput, rolloutMachine } from '../../machines/rollout.js';
 import { type RunOutput, runMachine } from '../../machines/run.js';
 import { rowsPerUpdate } from '../../rl/mini-batch.js';
+import type { TrainStepRequest } from '../../rl/train-request.js';
 import type { RolloutResult } from '../../rl/types.js';
 import { abortable } from '../../util/abortable.js';
 import { killPoint, killPointArmed } from '../../util/kill-point.js';
@@ -138,7 +139,7 @@ function trainActor(o: TrainingOptions, d: StepDeps, timer: StepTimer) {
   const train = fromPromise<TrainResult, TrainRequest>(async ({ input, signal }) => {
     trainBatches.set(input.step, input.batch);
     timer.trainStarted(input.step);
-    const request = {
+    const request: TrainStepRequest = {
       step: input.step,
       policyVersion: input.policyVersion,
       batch: input.batch,
