@@ -22,7 +22,7 @@
  * them so "bytes per parameter" reads off directly.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { architecture, countParams, parsePolicyConfig } from '../src/gpu/architecture.js';
@@ -156,14 +156,20 @@ function runChild(s: Setting): Figures {
   return JSON.parse(r.stdout.trim().split('\n').pop()!) as Figures;
 }
 
+/**
+ * The Python with torch: AKBE_PYTHON, else Debian's /usr/bin/python3 (where `apt-get install
+ * python3-torch` puts it; a pyenv or venv `python3` earlier on PATH would not see it), else python3.
+ */
+const PYTHON = process.env.AKBE_PYTHON || (existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3');
+
 function runTorch(): Figures | string {
   try {
-    execFileSync('python3', ['-c', 'import torch'], { stdio: 'ignore' });
+    execFileSync(PYTHON, ['-c', 'import torch'], { stdio: 'ignore' });
   } catch {
-    return "no PyTorch twin: `python3 -c 'import torch'` fails here";
+    return `no PyTorch twin: \`${PYTHON} -c 'import torch'\` fails here (AKBE_PYTHON names another)`;
   }
   const out = execFileSync(
-    'python3',
+    PYTHON,
     ['-c', TORCH_TWIN, ...[hidden, cfg.num_hidden_layers, V, B, T, steps, threads].map(String)],
     { encoding: 'utf8' },
   );
