@@ -5,13 +5,15 @@
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { authConfPath, ensureNatsAuth, natsAuthDir } from './nats-auth.js';
+import { ensureNatsAuth, natsAuthDir } from './nats-auth.js';
 import {
   findNatsServerBinary,
   NatsServerMissingError,
   NatsServerStartError,
   registerLocalServer,
+  writeServerConf,
 } from './nats-server.js';
+import { ensureNatsTls, natsTlsDir, tlsHosts } from './nats-tls.js';
 import {
   isNatsServerAlive,
   natsDir,
@@ -27,22 +29,33 @@ import {
  */
 export async function startDetachedNatsServer(
   home: string,
-  opts: { port?: number; config?: string; readyTimeoutMs?: number; env?: NodeJS.ProcessEnv } = {},
+  opts: {
+    port?: number;
+    config?: string;
+    readyTimeoutMs?: number;
+    env?: NodeJS.ProcessEnv;
+    /** More hosts the server certificate must name (`--tls-host`; nats-tls.ts). */
+    tlsHosts?: string[];
+  } = {},
 ): Promise<ServerRecord> {
   const binary = findNatsServerBinary();
   if (!binary) throw new NatsServerMissingError();
   // Seeds exist before the server starts, so clients (and a --config that includes the
   // generated auth.conf, as infra/nats does) find them.
   const authDir = ensureNatsAuth(natsAuthDir(home, opts.env));
+  const tls = ensureNatsTls(natsTlsDir(home), tlsHosts(opts.env, opts.tlsHosts));
   const storeDir = natsDir(home);
   mkdirSync(storeDir, { recursive: true });
   const logFile = join(storeDir, 'server.log');
   const offset = existsSync(logFile) ? statSync(logFile).size : 0;
   const fd = openSync(logFile, 'a');
   const args = [
-    // A --config brings its own authorization (infra/nats includes the generated auth.conf).
-    '-c',
-    opts.config ?? authConfPath(authDir),
+    // A --config brings its own authorization (infra/nats includes the generated auth.conf); the
+    // home's certificate is given on the command line, which wins over a config's, so the server
+    // proves itself with the CA its clients pin whatever the config says.
+    ...(opts.config
+      ? ['-c', opts.config, '--tls', '--tlscert', tls.certFile, '--tlskey', tls.keyFile]
+      : ['-c', writeServerConf(join(storeDir, 'akbe-server.conf'), authDir, tls)]),
     '-a',
     '127.0.0.1',
     '-p',
@@ -87,7 +100,7 @@ export async function startDetachedNatsServer(
     logFile,
   };
   writeServerRecord(home, record);
-  registerLocalServer(port, record.pid, authDir);
+  registerLocalServer(port, record.pid, authDir, tls.caFile);
   return record;
 }
 
