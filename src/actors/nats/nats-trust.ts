@@ -56,12 +56,12 @@ export function trustRecord(trust: NatsTrust): { [key: string]: string } {
     : { tls: 'insecure' };
 }
 
-let warned = false;
+const warned = new Set<string>();
 
-/** Says once per process, on stderr, that a connection trusts whatever answers on `url`. */
+/** Says once per URL and process, on stderr, that a connection believes whatever answers on `url`. */
 export function warnInsecure(url: string, err: NodeJS.WritableStream = process.stderr): void {
-  if (warned) return;
-  warned = true;
+  if (warned.has(url)) return;
+  warned.add(url);
   err.write(
     `akbe: WARNING: --nats-insecure: connecting to ${url} without TLS; any server listening there (another user's, a tampered copy of a run) is believed, and run.started records it\n`,
   );
