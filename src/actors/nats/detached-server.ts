@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ensureNatsAuth, natsAuthDir } from './nats-auth.js';
 import {
   findNatsServerBinary,
@@ -61,8 +61,9 @@ export async function startDetachedNatsServer(
     '-p',
     opts.port ? String(opts.port) : '-1',
     '-js',
-    '-sd',
-    storeDir,
+    // nats-server 2.9 refuses `-sd` beside a config's own store_dir ("Duplicate 'store_dir'"):
+    // with --config the store is the config's (infra/nats: .akbe/nats, the default home's).
+    ...(opts.config ? [] : ['-sd', storeDir]),
   ];
   const child = spawn(binary, args, { detached: true, stdio: ['ignore', fd, fd] });
   closeSync(fd);
@@ -89,11 +90,13 @@ export async function startDetachedNatsServer(
     );
   }
   child.unref();
+  const stored = /Store Directory: "([^"]+)"/.exec(log)?.[1];
   const record: ServerRecord = {
     pid: child.pid!,
     port,
     url: `nats://127.0.0.1:${port}`,
-    storeDir,
+    // The JetStream folder's parent, as `-sd` names it (what the server printed, with --config).
+    storeDir: opts.config && stored ? resolve(stored.replace(/\/jetstream\/?$/, '')) : storeDir,
     mode: 'detached',
     ownerPid: child.pid!,
     startedAt: new Date().toISOString(),
