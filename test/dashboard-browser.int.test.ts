@@ -28,6 +28,7 @@ import { EventStore } from '../src/events/store.js';
 import { DEFAULT_WORLD } from '../src/world/config.js';
 import { writeWorld } from '../src/world/files.js';
 import { generateWorld } from '../src/world/generate.js';
+import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
 import { tinySpec } from './helpers/tiny-run.js';
 
@@ -76,6 +77,7 @@ t.test('akbe dashboard in chromium, over one tiny run', async (t) => {
       actors,
       assetsDir: assets.outDir,
       experimentsDir: join(work, 'experiments'),
+      runsDir: join(work, 'runs'),
       port,
     });
   let dash: Dashboard = await serve();
@@ -174,6 +176,27 @@ t.test('akbe dashboard in chromium, over one tiny run', async (t) => {
     const verdict = await page.waitForSelector('.audit[data-verdict]', { timeout: 60_000 });
     t.equal(await verdict.getAttribute('data-verdict'), 'clean');
     t.notMatch(await verdict.textContent(), /no oracle/, 'the oracle rates were recomputed and agree');
+    const none = await page.waitForSelector('.verify[data-verify]');
+    t.equal(await none.getAttribute('data-verify'), 'none', 'not verified yet: the panel says how');
+    t.match(await none.textContent(), `akbe replay --run ${RUN} --verify-training`);
+  });
+
+  await t.test('the audit panel shows the verdict akbe replay --verify-training kept', async (t) => {
+    const v = await runCli(
+      'replay',
+      '--run',
+      RUN,
+      '--verify-training',
+      '--nats',
+      nats.server.url,
+      '--home',
+      work,
+    );
+    t.equal(v.code, 0, v.out + v.err);
+    await page.click('text=Run it again');
+    await page.waitForSelector('.audit[data-verdict]', { timeout: 60_000 });
+    const kept = await page.waitForSelector('.verify[data-verify="ok"]', { timeout: 60_000 });
+    t.match(await kept.textContent(), `training verified: ${STEPS} steps re-derived from v0`);
   });
 
   await t.test('the runs table lists the run with its steps and status', async (t) => {

@@ -6,7 +6,7 @@
  * with the sent-vs-trained digest check (audit.ts), a trainer fed any other batch is caught
  * without re-training, and `--verify-training` can train on this very request.
  */
-import { type DigestibleTrainRequest, trainRequestDigest } from '../events/train-digest.js';
+import type { DigestibleTrainRequest } from '../events/train-digest.js';
 import { type LossConfig, lossTermsFor } from '../rl/algorithms/index.js';
 import type { TrainBatch } from '../rl/batch.js';
 import type { LossTerm } from '../rl/losses.js';
@@ -45,13 +45,19 @@ export function requestSettingsOf(
   return { lr: lr!, epochs: epochs!, rowsPerUpdate: rowsPerUpdate(mb!, g!), padId: padId!, losses };
 }
 
+/** A step's train request as the orchestrator sends it: digestible, and trainable (src/train). */
+export interface RebuiltRequest extends DigestibleTrainRequest {
+  batch: TrainBatch;
+  losses: LossTerm[];
+}
+
 /** The step's request as the orchestrator sent it (run-steps.ts), from the re-assembled batch. */
 export function rebuiltRequest(
   s: Exclude<RequestSettings, { missing: string }>,
   step: number,
   policyVersion: number,
   batch: TrainBatch,
-): DigestibleTrainRequest {
+): RebuiltRequest {
   return {
     step,
     policyVersion,
@@ -62,15 +68,4 @@ export function rebuiltRequest(
     rowsPerUpdate: s.rowsPerUpdate,
     padId: s.padId,
   };
-}
-
-/** trainRequestDigest of the rebuilt request (see the top of the file). */
-export function rebuiltRequestDigest(
-  runId: string,
-  s: Exclude<RequestSettings, { missing: string }>,
-  step: number,
-  policyVersion: number,
-  batch: TrainBatch,
-): string {
-  return trainRequestDigest(runId, rebuiltRequest(s, step, policyVersion, batch));
 }

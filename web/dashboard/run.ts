@@ -196,10 +196,32 @@ function Audit({ runId }: { runId: string }) {
         )}</tbody></table>`
       }
       ${r.notes.map((n) => html`<p class="note">note: ${n}</p>`)}
+      <${VerifiedTraining} runId=${runId} record=${state.verifyTraining} />
     </div>`;
   }
   return html`<section><h2>Audit</h2>
     <button onClick=${run} disabled=${state === 'running'}>${state === 'idle' ? 'Run the audit (akbe replay)' : 'Run it again'}</button>${body}</section>`;
+}
+
+/**
+ * The last `akbe replay --verify-training` verdict (docs/training.md): re-training costs the run's
+ * training time, so the page shows the kept verdict and the command, and never starts one.
+ */
+function VerifiedTraining({ runId, record }: { runId: string; record: AuditResult['verifyTraining'] }) {
+  const command = `akbe replay --run ${runId} --verify-training`;
+  if (!record)
+    return html`<p class="verify" data-verify="none">Training not verified: <code>${command}</code> re-trains every step from v0 and compares each published checkpoint.</p>`;
+  const r = record.result;
+  const when = `${record.at} (over ${record.events} events)`;
+  if (r.ok)
+    return html`<p class="verify ok" data-verify="ok"><b>training verified</b>: ${r.steps} steps re-derived from v0, every published checkpoint bit for bit, at ${when}.</p>`;
+  const d = r.largest;
+  return html`<div class="verify error" data-verify="mismatch">
+    <p><b>training mismatch at step ${r.step}</b> (v${r.version}), after ${r.verified} verified steps, at ${when}:</p>
+    <ul>${r.problems.map((p) => html`<li>${p}</li>`)}</ul>
+    ${d && html`<p>largest parameter difference ${d.tensor}[${d.index}]: re-derived ${d.derived}, published ${d.published}</p>`}
+    <p>Re-run: <code>${command}</code></p>
+  </div>`;
 }
 
 interface QuestionRow {

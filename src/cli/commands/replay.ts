@@ -199,6 +199,17 @@ const replay: CommandSpec = {
       value: 'S',
       description: 'seconds the relay stays up after the re-play (default: until Ctrl-C; 0 when CI is set)',
     },
+    'verify-training': {
+      type: 'boolean',
+      description:
+        "re-train every step from v0 on the train requests rebuilt from the log and compare each result with its policy.published, file by file (exit 1 naming the first step that differs); costs the run's training time",
+    },
+    base: {
+      type: 'string',
+      value: 'DIR',
+      description:
+        "with --verify-training: the run's base policy directory (v0, checked against run.started's sha256); needed with --file unless the run's own v0 is under the home",
+    },
     json: { type: 'boolean', description: 'print the audit report as one JSON object' },
     signer: {
       type: 'string',
@@ -222,6 +233,10 @@ const replay: CommandSpec = {
     if (!inspect && (ctx.flags['inspect-hold'] !== undefined || ctx.flags['inspect-port'] !== '8080'))
       throw new UsageError('--inspect-port and --inspect-hold need --inspect');
 
+    const verify = ctx.flags['verify-training'] === true;
+    if (verify && question !== undefined)
+      throw new UsageError('--verify-training and --question do not go together');
+    if (!verify && ctx.flags.base !== undefined) throw new UsageError('--base needs --verify-training');
     if (!file && (ctx.flags.signer !== undefined || ctx.flags.unsigned))
       throw new UsageError('--signer and --unsigned need --file');
     if (file && !ctx.flags.unsigned) await verifySeal(ctx, file);
@@ -259,9 +274,21 @@ const replay: CommandSpec = {
       const home = (ctx.flags.home as string | undefined) ?? akbeHome();
       const report = auditRunLog(log, {
         ...(log.runId ? { checkpointsDir: join(home, 'runs', log.runId, 'checkpoints') } : {}),
+        keepRequests: verify,
       });
-      ctx.out.write(ctx.flags.json ? `${JSON.stringify(report)}\n` : formatAuditReport(report));
       failed = !auditPassed(report);
+      const { requests: _kept, ...printed } = report;
+      if (!ctx.flags.json) ctx.out.write(formatAuditReport(report));
+      let verdict: unknown;
+      if (verify) {
+        const { verifyRunTraining, formatVerdict } = await import('./replay-verify.js');
+        const v = await verifyRunTraining(ctx, log, report, { home, fromFile: file !== undefined });
+        if (!ctx.flags.json) ctx.out.write(formatVerdict(v));
+        failed ||= !v.ok;
+        verdict = v;
+      }
+      if (ctx.flags.json)
+        ctx.out.write(`${JSON.stringify(verify ? { ...printed, verifyTraining: verdict } : printed)}\n`);
     }
 
     if (ctx.flags.rerun === true && !inspect) {
