@@ -142,3 +142,16 @@ t.test('what a connection believed, as run.started records it', async (t) => {
   t.match(record.caSha256, /^[0-9a-f]{64}$/);
   await pinned.close();
 });
+
+t.test("this home's own server is believed by its CA even with AKBE_NATS_TLS_CA set elsewhere", async (t) => {
+  // AKBE_NATS_TLS_CA pins a remote cluster's CA; a run that starts its embedded server (no URL)
+  // must still believe that server, which presents the home's certificate.
+  const own = join(dir, 'own-home');
+  const env = { AKBE_HOME: own, AKBE_NATS_TLS_CA: join(dir, 'attacker-tls', 'ca.pem') };
+  const nats = await connectAkbeNats({ home: own, env, embedded: true });
+  t.teardown(() => nats.close());
+  t.equal(nats.source, 'embedded');
+  t.equal(nats.trust?.tls === 'ca' && nats.trust.caFile, join(own, 'nats', 'tls', 'ca.pem'));
+  // An explicit URL still pins the CA the user named: the same server is then refused.
+  await t.rejects(connectAkbeNats({ url: nats.url, home: own, env }), /did not prove itself/);
+});

@@ -4,14 +4,25 @@
  * X509Certificate and, where installed, openssl (`x509 -text`, `verify`). Plus the DER encoder's
  * pieces against hand-encoded bytes (X.690).
  */
-import { execFileSync } from 'node:child_process';
-import { generateKeyPairSync, X509Certificate } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { createPrivateKey, generateKeyPairSync, X509Certificate } from 'node:crypto';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import t from 'tap';
-import { certificateHosts, ensureNatsTls, tlsHosts } from '../src/actors/nats/nats-tls.js';
+import { certificateHosts, ensureNatsTls, natsTlsFiles, tlsHosts } from '../src/actors/nats/nats-tls.js';
 import { der, derNamedBits, derOid, derTime, derUInt, ipBytes, issueCertificate } from '../src/util/x509.js';
+import { tsLoaderArgs } from './helpers/cli-process.js';
 
 const hex = (b: Buffer) => b.toString('hex');
 
@@ -148,4 +159,42 @@ t.test('a certificate from another CA does not chain to the home CA', async (t) 
     }),
   );
   t.notOk(other.checkIssued(ca), 'another issuer');
+});
+
+t.test('the TLS files are issued under a lock: a second process waits for the first', async (t) => {
+  const home = mkdtempSync(join(tmpdir(), 'akbe-tlslock-'));
+  t.teardown(() => rmSync(home, { recursive: true, force: true }));
+  const dir = join(home, 'tls');
+  mkdirSync(dir, { mode: 0o700 });
+  // This process holds the lock, as one issuing a CA would, while another one needs the files.
+  const lock = join(dir, '.lock');
+  writeFileSync(lock, '');
+  const module = pathToFileURL(resolve('src/actors/nats/nats-tls.ts')).href;
+  const code = `const { ensureNatsTls } = await import(${JSON.stringify(module)}); ensureNatsTls(${JSON.stringify(dir)});`;
+  const child = spawn(process.execPath, [...tsLoaderArgs(), '--input-type=module', '-e', code], {
+    stdio: 'inherit',
+  });
+  const exited = new Promise((r) => child.once('exit', r));
+  await new Promise((r) => setTimeout(r, 1_500));
+  t.notOk(existsSync(join(dir, 'ca.pem')), 'nothing issued while the lock is held');
+  t.equal(child.exitCode, null, 'the other process waits');
+  rmSync(lock);
+  t.equal(await exited, 0, 'and finishes once it is released');
+  const files = natsTlsFiles(dir);
+  const ca = new X509Certificate(readFileSync(files.caFile));
+  const cert = new X509Certificate(readFileSync(files.certFile));
+  t.ok(cert.verify(ca.publicKey), 'the server certificate is from the CA on disk');
+  t.ok(cert.checkPrivateKey(createPrivateKey(readFileSync(files.keyFile))), 'and matches the key on disk');
+  t.ok(ca.checkPrivateKey(createPrivateKey(readFileSync(files.caKeyFile))), 'the CA matches its key');
+  t.notOk(existsSync(lock), 'no lock left behind');
+  // A lock whose holder died (older than 30 s) does not block: the files are issued at once.
+  rmSync(dir, { recursive: true });
+  mkdirSync(dir, { mode: 0o700 });
+  writeFileSync(lock, '');
+  const old = (Date.now() - 60_000) / 1000;
+  utimesSync(lock, old, old);
+  const started = Date.now();
+  ensureNatsTls(dir);
+  t.ok(Date.now() - started < 5_000, 'a stale lock is taken over');
+  t.ok(existsSync(files.certFile));
 });

@@ -155,6 +155,8 @@ export function natsClientOptions(
   role: NatsRole,
   env: NodeJS.ProcessEnv = process.env,
   url?: string,
+  /** `url` is this home's own server (recorded or embedded): its CA, whatever AKBE_NATS_TLS_CA says. */
+  own = false,
 ): { credentials: NatsCredentials | null; options: Partial<ConnectionOptions>; trust: NatsTrust } {
   const registered = url && !env.AKBE_NATS_CREDS && !env.AKBE_NATS_AUTH_DIR ? localServerAuthDir(url) : null;
   const credentials = natsCredentials(
@@ -164,7 +166,7 @@ export function natsClientOptions(
   );
   const options: Partial<ConnectionOptions> = {};
   if (credentials) options.authenticator = nkeyAuthenticator(credentials.seed);
-  const trust = natsTrust(home, env, url);
+  const trust = natsTrust(home, own ? { ...env, AKBE_NATS_TLS_CA: undefined } : env, url);
   const clientCert = {
     ...(env.AKBE_NATS_TLS_CERT ? { certFile: env.AKBE_NATS_TLS_CERT } : {}),
     ...(env.AKBE_NATS_TLS_KEY ? { keyFile: env.AKBE_NATS_TLS_KEY } : {}),
@@ -210,8 +212,8 @@ async function connectAs(opts: ConnectAkbeOptions, presented: Presented): Promis
   const env = opts.env ?? process.env;
   const name = opts.name ?? `akbe-${process.pid}`;
   const home = opts.home ?? akbeHome(env);
-  const client = (url: string) => {
-    const c = natsClientOptions(home, opts.role ?? 'orchestrator', env, url);
+  const client = (url: string, own = false) => {
+    const c = natsClientOptions(home, opts.role ?? 'orchestrator', env, url, own);
     presented.credentials = c.credentials;
     presented.trust = c.trust;
     if (c.trust.tls === 'insecure') warnInsecure(url);
@@ -238,7 +240,7 @@ async function connectAs(opts: ConnectAkbeOptions, presented: Presented): Promis
       if (running) {
         if (opts.embedded && !runMayJoin(running)) throw new NatsServerNotSharedError(home, running);
         return akbeNatsHandle(
-          await tryConnect(running.url, 'running', name, client(running.url)),
+          await tryConnect(running.url, 'running', name, client(running.url, true)),
           running.url,
           'running',
         );
@@ -257,7 +259,7 @@ async function startEmbedded(
   home: string,
   env: NodeJS.ProcessEnv,
   name: string,
-  client: (url: string) => ReturnType<typeof natsClientOptions>,
+  client: (url: string, own?: boolean) => ReturnType<typeof natsClientOptions>,
 ): Promise<AkbeNats> {
   const storeDir = natsDir(home);
   const server = await startNatsServer({ storeDir, auth: natsAuthDir(home, env) });
@@ -271,7 +273,7 @@ async function startEmbedded(
     startedAt: new Date().toISOString(),
   });
   try {
-    const nc = await tryConnect(server.url, 'embedded', name, client(server.url));
+    const nc = await tryConnect(server.url, 'embedded', name, client(server.url, true));
     return akbeNatsHandle(nc, server.url, 'embedded', server, () => removeServerRecord(home, server.pid));
   } catch (err) {
     await server.stop();

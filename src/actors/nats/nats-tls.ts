@@ -14,7 +14,18 @@
  * certificate within 30 days of its end, or not from the current CA, is issued again too.
  */
 import { createPrivateKey, generateKeyPairSync, X509Certificate } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { ipBytes, issueCertificate } from '../../util/x509.js';
@@ -134,15 +145,45 @@ export function ensureNatsTls(dir: string, hosts: readonly string[] = tlsHosts()
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);
   const files = natsTlsFiles(dir);
-  if (!existsSync(files.caFile) || !existsSync(files.caKeyFile)) issueCa(files);
-  const stale = staleServer(files, hosts);
-  if (stale) {
+  const ready = () => existsSync(files.caFile) && existsSync(files.caKeyFile) && !staleServer(files, hosts);
+  if (ready()) return files;
+  // Two processes of one home starting at once (two runs, a run and a CLI child) must not each
+  // make a CA, or pair one's server key with the other's certificate: issue under a lock.
+  withLock(join(dir, '.lock'), () => {
+    if (!existsSync(files.caFile) || !existsSync(files.caKeyFile)) issueCa(files);
+    const stale = staleServer(files, hosts);
+    if (!stale) return;
     const before =
       stale === 'hosts' ? certificateHosts(new X509Certificate(readFileSync(files.certFile))) : [];
     const all = new Map([...before, ...hosts].map((h) => [hostKey(h), h]));
     issueServer(files, [...all.values()]);
-  }
+  });
   return files;
+}
+
+const LOCK_STALE_MS = 30_000;
+
+/** Runs `fn` holding an exclusive lock file (a holder that died 30 s ago no longer holds it). */
+function withLock(path: string, fn: () => void): void {
+  const deadline = Date.now() + 2 * LOCK_STALE_MS;
+  for (;;) {
+    try {
+      closeSync(openSync(path, 'wx', 0o600));
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const age = Date.now() - (statSync(path, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
+      if (age > LOCK_STALE_MS) rmSync(path, { force: true });
+      else if (Date.now() > deadline)
+        throw new Error(`${path} is held by another akbe process; remove it if none runs`);
+      else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+    }
+  }
+  try {
+    fn();
+  } finally {
+    rmSync(path, { force: true });
+  }
 }
 
 /** A CA file, parsed (a clear error before any connection when it is not a certificate). */
