@@ -2,12 +2,12 @@
  * What the audit's checks report to: a Mismatch names the event (its JetStream sequence), the
  * field, and both values; notes say what the log does not hold, so was not checked.
  */
-import type { RebuiltRequest } from './rebuilt-request.js';
+import type { TrainStepRequest } from '../rl/train-request.js';
 
 /** One step's train request rebuilt from the log (rebuilt-request.ts) and whether the log's digest agreed. */
 export interface RebuiltStep {
   step: number;
-  request: RebuiltRequest;
+  request: TrainStepRequest;
   /** The rebuilt request's digest equals learner.step.requestSha256 (null: a v1 log records none). */
   digestMatches: boolean | null;
 }

@@ -6,11 +6,11 @@
  * with the sent-vs-trained digest check (audit.ts), a trainer fed any other batch is caught
  * without re-training, and `--verify-training` can train on this very request.
  */
-import type { DigestibleTrainRequest } from '../events/train-digest.js';
 import { type LossConfig, lossTermsFor } from '../rl/algorithms/index.js';
 import type { TrainBatch } from '../rl/batch.js';
 import type { LossTerm } from '../rl/losses.js';
 import { rowsPerUpdate } from '../rl/mini-batch.js';
+import type { TrainStepRequest } from '../rl/train-request.js';
 
 /** What a request needs beyond the batch, read from run.started; or why the log cannot say. */
 export type RequestSettings =
@@ -45,19 +45,13 @@ export function requestSettingsOf(
   return { lr: lr!, epochs: epochs!, rowsPerUpdate: rowsPerUpdate(mb!, g!), padId: padId!, losses };
 }
 
-/** A step's train request as the orchestrator sends it: digestible, and trainable (src/train). */
-export interface RebuiltRequest extends DigestibleTrainRequest {
-  batch: TrainBatch;
-  losses: LossTerm[];
-}
-
 /** The step's request as the orchestrator sent it (run-steps.ts), from the re-assembled batch. */
 export function rebuiltRequest(
   s: Exclude<RequestSettings, { missing: string }>,
   step: number,
   policyVersion: number,
   batch: TrainBatch,
-): RebuiltRequest {
+): TrainStepRequest {
   return {
     step,
     policyVersion,

@@ -34,9 +34,20 @@ function stacked(points: StepPoint[]): Series[] {
   return bands.reverse(); // widest first, so each narrower band is painted over it
 }
 
+type Value = (p: StepPoint) => number | null;
+
+/** One line per [legend label, the point's value, colour index]. */
+function lines(points: StepPoint[], specs: ReadonlyArray<readonly [string, Value, number]>): Series[] {
+  return specs.map(([label, f, i]) => line(label, points.map(f), i));
+}
+
+/** A learner.step.extra value of each point (null where the step did not record it). */
+function extra(k: string): Value {
+  return (p) => p.extra[k] ?? null;
+}
+
 function charts(points: StepPoint[]) {
   const x = points.map((p) => p.step);
-  const col = (f: (p: StepPoint) => number | null) => points.map(f);
   const keys = new Set(points.flatMap((p) => Object.keys(p.extra)));
   const extraKeys = [...keys].filter((k) => k === 'trainReward' || k === 'formatFailures');
   // The world's oracle rates (learner.step.extra, recorded when the questions carry `known`).
@@ -45,58 +56,33 @@ function charts(points: StepPoint[]) {
     {
       id: 'chart-em',
       title: 'EM (with-tool) and no-tool EM',
-      series: [
-        line(
-          'EM',
-          col((p) => p.em),
-          0,
-        ),
-        line(
-          'no-tool EM',
-          col((p) => p.noToolEm),
-          1,
-        ),
-      ],
+      series: lines(points, [
+        ['EM', (p) => p.em, 0],
+        ['no-tool EM', (p) => p.noToolEm, 1],
+      ]),
     },
     {
       id: 'chart-tc',
       title: 'TC (tool calls per question) and TP',
-      series: [
-        line(
-          'TC',
-          col((p) => p.tc),
-          3,
-        ),
-        line(
-          'TP',
-          col((p) => p.tp),
-          4,
-        ),
-      ],
+      series: lines(points, [
+        ['TC', (p) => p.tc, 3],
+        ['TP', (p) => p.tp, 4],
+      ]),
     },
     { id: 'chart-categories', title: 'boundary categories (stacked)', series: stacked(points) },
     {
       id: 'chart-shifts',
       title: 'boundary shifts',
-      series: [
-        line(
-          'shifts',
-          col((p) => p.boundaryShifts),
-          2,
-        ),
-      ],
+      series: lines(points, [['shifts', (p) => p.boundaryShifts, 2]]),
     },
     ...(oracle.length
       ? [
           {
             id: 'chart-known-search',
             title: 'known-search rate (world oracle): search on known, no search on unknown',
-            series: oracle.map(([k, label], i) =>
-              line(
-                label,
-                col((p) => p.extra[k] ?? null),
-                i === 0 ? 4 : 5,
-              ),
+            series: lines(
+              points,
+              oracle.map(([k, label], i) => [label, extra(k), i === 0 ? 4 : 5] as const),
             ),
           },
         ]
@@ -104,62 +90,33 @@ function charts(points: StepPoint[]) {
     {
       id: 'chart-loss',
       title: 'loss parts',
-      series: [
-        line(
-          'loss',
-          col((p) => p.loss),
-          6,
-        ),
-        line(
-          'GRPO',
-          col((p) => p.lossGrpo),
-          0,
-        ),
-        line(
-          'λ·AKBE',
-          col((p) => p.lossAkbe),
-          1,
-        ),
-      ],
+      series: lines(points, [
+        ['loss', (p) => p.loss, 6],
+        ['GRPO', (p) => p.lossGrpo, 0],
+        ['λ·AKBE', (p) => p.lossAkbe, 1],
+      ]),
     },
     {
       id: 'chart-speed',
       title: 'tokens / s',
-      series: [
-        line(
-          'tokens/s',
-          col((p) => p.tokensPerSecond),
-          5,
-        ),
-      ],
+      series: lines(points, [['tokens/s', (p) => p.tokensPerSecond, 5]]),
     },
     {
       id: 'chart-seconds',
       title: 'seconds per step',
-      series: [
-        line(
-          'rollout s',
-          col((p) => p.rolloutSeconds),
-          0,
-        ),
-        line(
-          'train s',
-          col((p) => p.trainSeconds),
-          2,
-        ),
-      ],
+      series: lines(points, [
+        ['rollout s', (p) => p.rolloutSeconds, 0],
+        ['train s', (p) => p.trainSeconds, 2],
+      ]),
     },
     ...(extraKeys.length
       ? [
           {
             id: 'chart-extra',
             title: 'other recorded scalars',
-            series: extraKeys.map((k, i) =>
-              line(
-                k,
-                col((p) => p.extra[k] ?? null),
-                i,
-              ),
+            series: lines(
+              points,
+              extraKeys.map((k, i) => [k, extra(k), i] as const),
             ),
           },
         ]

@@ -131,13 +131,15 @@ async function verifySteps(
     const dir = join(work, `v${version}`);
     const files = await savedCheckpoint(host, dir, input.baseDir);
     const problems = checkpointDifferences(version, published, files);
-    if (s.digestMatches === false)
-      problems.push(
-        "the log's rebuilt request differs from the digest learner.step recorded (see the audit)",
-      );
     const stored = await input.storedCheckpoint?.(version).catch(() => undefined);
     if (stored) problems.push(...storedDifferences(version, files, stored));
     if (problems.length) {
+      // Context, not a finding of its own (the audit reports the digests): what the learner sent
+      // was not what the log rebuilds either.
+      if (s.digestMatches === false)
+        problems.push(
+          "the log's rebuilt request differs from the digest learner.step recorded (see the audit)",
+        );
       const derived = files.get('model.safetensors');
       const weights = stored?.get('model.safetensors');
       return fail(version, problems, derived && weights ? largestDifference(derived, weights) : undefined);

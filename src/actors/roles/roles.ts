@@ -284,19 +284,7 @@ export async function startRoles(
       }
     }
     if (roles.includes('rollout')) {
-      // The run's events this worker appends get message ids keyed by its own credentials' seed
-      // (unpredictable to every other role), or by the run's KV key without credentials.
-      const { key } = await messageKeyOf(runId, opts.credentialSeed, () => checkpoints.dedupeKey());
-      store.useDedupeKey(runId, key);
-      const w = await RolloutWorker.start(nc, js, store, {
-        runId,
-        env: await environment(),
-        topK: spec.topK,
-        tools: spec.tools,
-        concurrency: opts.concurrency,
-        inspect: opts.inspect,
-        log: opts.log,
-      });
+      const w = await startRolloutRole({ nc, js, store, checkpoints, runId, spec, opts, environment });
       started.rollout = w;
       stops.push(() => w.stop());
     }
@@ -305,6 +293,33 @@ export async function startRoles(
     throw err;
   }
   return started;
+}
+
+/** The rollout role: a worker taking the run's rollout commands. */
+async function startRolloutRole(r: {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  store: EventStore;
+  checkpoints: CheckpointStore;
+  runId: string;
+  spec: RunSpec;
+  opts: RoleOptions;
+  environment: () => Promise<TextEnvironment>;
+}): Promise<RolloutWorker> {
+  const { runId, opts } = r;
+  // The run's events this worker appends get message ids keyed by its own credentials' seed
+  // (unpredictable to every other role), or by the run's KV key without credentials.
+  const { key } = await messageKeyOf(runId, opts.credentialSeed, () => r.checkpoints.dedupeKey());
+  r.store.useDedupeKey(runId, key);
+  return RolloutWorker.start(r.nc, r.js, r.store, {
+    runId,
+    env: await r.environment(),
+    topK: r.spec.topK,
+    tools: r.spec.tools,
+    concurrency: opts.concurrency,
+    inspect: opts.inspect,
+    log: opts.log,
+  });
 }
 
 /** The run's spec from its run.started config (what `akbe worker` and `akbe train --resume` use). */
