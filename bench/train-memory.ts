@@ -110,12 +110,24 @@ import sys, time, resource, torch, torch.nn as nn, torch.nn.functional as F
 H, L, V, B, T, steps, threads = map(int, sys.argv[1:8])
 torch.set_num_threads(threads); torch.manual_seed(0)
 nh, nkv, hd, I = 8, 4, H // 8, 3 * H
+# Debian's torch 1.13 has neither nn.RMSNorm (2.4) nor F.scaled_dot_product_attention (2.0).
+class _RMSNorm(nn.Module):
+    def __init__(s, n, eps):
+        super().__init__(); s.weight, s.eps = nn.Parameter(torch.ones(n)), eps
+    def forward(s, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + s.eps) * s.weight
+RMSNorm = getattr(nn, 'RMSNorm', _RMSNorm)
+def _sdpa(q, k, v, is_causal=True):
+    a = (q @ k.transpose(-2, -1)) / (q.shape[-1] ** 0.5)
+    a = a.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float('-inf'))
+    return a.softmax(-1) @ v
+sdpa = getattr(F, 'scaled_dot_product_attention', _sdpa)
 class Block(nn.Module):
     def __init__(s):
         super().__init__()
-        s.n1, s.n2 = nn.RMSNorm(H, eps=1e-6), nn.RMSNorm(H, eps=1e-6)
+        s.n1, s.n2 = RMSNorm(H, eps=1e-6), RMSNorm(H, eps=1e-6)
         s.q, s.k, s.v = nn.Linear(H, nh*hd, bias=False), nn.Linear(H, nkv*hd, bias=False), nn.Linear(H, nkv*hd, bias=False)
-        s.qn, s.kn = nn.RMSNorm(hd, eps=1e-6), nn.RMSNorm(hd, eps=1e-6)
+        s.qn, s.kn = RMSNorm(hd, eps=1e-6), RMSNorm(hd, eps=1e-6)
         s.o = nn.Linear(nh*hd, H, bias=False)
         s.g, s.u, s.d = nn.Linear(H, I, bias=False), nn.Linear(H, I, bias=False), nn.Linear(I, H, bias=False)
     def forward(s, x):
@@ -123,13 +135,13 @@ class Block(nn.Module):
         q = s.qn(s.q(h).view(B, T, nh, hd)).transpose(1, 2)
         k = s.kn(s.k(h).view(B, T, nkv, hd)).transpose(1, 2).repeat_interleave(nh // nkv, 1)
         v = s.v(h).view(B, T, nkv, hd).transpose(1, 2).repeat_interleave(nh // nkv, 1)
-        x = x + s.o(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, H))
+        x = x + s.o(sdpa(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, H))
         h = s.n2(x)
         return x + s.d(F.silu(s.g(h)) * s.u(h))
 class Model(nn.Module):
     def __init__(s):
         super().__init__()
-        s.emb, s.blocks, s.norm = nn.Embedding(V, H), nn.ModuleList(Block() for _ in range(L)), nn.RMSNorm(H, eps=1e-6)
+        s.emb, s.blocks, s.norm = nn.Embedding(V, H), nn.ModuleList(Block() for _ in range(L)), RMSNorm(H, eps=1e-6)
     def forward(s, ids):
         x = s.emb(ids)
         for b in s.blocks: x = b(x)
