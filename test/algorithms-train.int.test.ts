@@ -22,6 +22,7 @@ import { EventStore } from '../src/events/store.js';
 import { loadPlugins } from '../src/plugins/plugins.js';
 import { worldEnvironment } from '../src/text/environment.js';
 import { readQuestions, readWorldTokenizer } from '../src/world/files.js';
+import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
 import { baseRunFixture, tinySpec } from './helpers/tiny-run.js';
 
@@ -171,6 +172,22 @@ t.test('dpo-akbe: 2 tiny steps train against the frozen v0 and audit clean', asy
   t.ok(
     steps.some((e) => (e.data.extra['train/dpoLoss'] ?? 0) > 0),
     'the trainer reports L_DPO',
+  );
+  // Re-training each step against a fresh v0 reference gives the published weights bit for bit.
+  const v = await runCli(
+    'replay',
+    '--run',
+    runId,
+    '--verify-training',
+    '--nats',
+    nats.server.url,
+    '--home',
+    runDir,
+  );
+  t.equal(v.code, 0, v.out + v.err);
+  t.match(
+    v.out,
+    /verified training: 2 steps re-derived from v0; every published checkpoint \(v1\.\.v2\) matches/,
   );
   // A reference that is not v0 shows: corrupt one recorded reference logprob of step 0.
   const bad = structuredClone(events);

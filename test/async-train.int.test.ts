@@ -21,13 +21,13 @@ import { EventStore } from '../src/events/store.js';
 import { readWorldTokenizer } from '../src/world/files.js';
 import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
-import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
+import { baseRunFixture, tinySpec } from './helpers/tiny-run.js';
 
 delete process.env.NATS_URL;
 process.env.CI = 'true';
 
 const ETA = 1;
-const fx = await tinyRunFixture();
+const fx = await baseRunFixture();
 const nats = await withNats(t);
 const store = await EventStore.open(nats.nc);
 const runDir = mkdtempSync(join(tmpdir(), 'akbe-async-train-'));
@@ -135,6 +135,24 @@ t.test('a tampered record of the staleness is found', async (t) => {
   s.data.policyVersion = 2;
   const fields = auditRunLog(foldRunLog(other)).mismatches.map((m) => m.field);
   t.ok(fields.includes('policyVersion (maxStaleness rule)'), fields.join());
+});
+
+t.test('akbe replay --verify-training: the decoupled steps re-derive every published version', async (t) => {
+  const r = await runCli(
+    'replay',
+    '--run',
+    'async',
+    '--verify-training',
+    '--nats',
+    nats.server.url,
+    '--home',
+    runDir,
+  );
+  t.equal(r.code, 0, r.out + r.err);
+  t.match(
+    r.out,
+    /verified training: 3 steps re-derived from v0; every published checkpoint \(v1\.\.v3\) matches/,
+  );
 });
 
 t.test('akbe replay: clean, and --question shows the version each label describes', async (t) => {

@@ -221,6 +221,24 @@ t.test('and re-plays through the machines exactly (the inspector re-play)', asyn
   t.equal(r.steps, 2);
 });
 
+t.test('akbe replay --verify-training re-derives both published checkpoints from v0', async (t) => {
+  const r = await runCli(
+    'replay',
+    '--run',
+    'real',
+    '--verify-training',
+    '--nats',
+    nats.server.url,
+    '--home',
+    runDir,
+  );
+  t.equal(r.code, 0, r.out + r.err);
+  t.match(
+    r.out,
+    /verified training: 2 steps re-derived from v0; every published checkpoint \(v1\.\.v2\) matches bit for bit/,
+  );
+});
+
 t.test('akbe replay --run on it exits 0', async (t) => {
   const r = await runCli(
     'replay',

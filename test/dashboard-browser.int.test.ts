@@ -25,6 +25,7 @@ import { buildDashboardAssets } from '../src/dashboard/bundle.js';
 import { type Dashboard, startDashboard } from '../src/dashboard/server.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
+import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
 import { seed0WorldFixture, tinySpec } from './helpers/tiny-run.js';
 
@@ -72,6 +73,7 @@ t.test('akbe dashboard in chromium, over one tiny run', async (t) => {
       actors,
       assetsDir: assets.outDir,
       experimentsDir: join(work, 'experiments'),
+      runsDir: join(work, 'runs'),
       port,
     });
   let dash: Dashboard = await serve();
@@ -170,6 +172,27 @@ t.test('akbe dashboard in chromium, over one tiny run', async (t) => {
     const verdict = await page.waitForSelector('.audit[data-verdict]', { timeout: 60_000 });
     t.equal(await verdict.getAttribute('data-verdict'), 'clean');
     t.notMatch(await verdict.textContent(), /no oracle/, 'the oracle rates were recomputed and agree');
+    const none = await page.waitForSelector('.verify[data-verify]');
+    t.equal(await none.getAttribute('data-verify'), 'none', 'not verified yet: the panel says how');
+    t.match(await none.textContent(), `akbe replay --run ${RUN} --verify-training`);
+  });
+
+  await t.test('the audit panel shows the verdict akbe replay --verify-training kept', async (t) => {
+    const v = await runCli(
+      'replay',
+      '--run',
+      RUN,
+      '--verify-training',
+      '--nats',
+      nats.server.url,
+      '--home',
+      work,
+    );
+    t.equal(v.code, 0, v.out + v.err);
+    await page.click('text=Run it again');
+    await page.waitForSelector('.audit[data-verdict]', { timeout: 60_000 });
+    const kept = await page.waitForSelector('.verify[data-verify="ok"]', { timeout: 60_000 });
+    t.match(await kept.textContent(), `training verified: ${STEPS} steps re-derived from v0`);
   });
 
   await t.test('the runs table lists the run with its steps and status', async (t) => {

@@ -196,6 +196,7 @@ const PLAN: Step[] = [
     why: 'follows the log live until Ctrl-C',
   },
   { shown: 'akbe replay --run r1', expect: /clean/ },
+  { shown: 'akbe replay --run r1 --verify-training', expect: /verified training: 1 step re-derived from v0/ },
   {
     shown: 'akbe replay --run r1 --question Q',
     argv: ['replay', '--run', 'r1', '--question', '<a question of r1>'],

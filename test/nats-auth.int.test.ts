@@ -6,7 +6,7 @@
  */
 import { readFileSync, statSync } from 'node:fs';
 import { AckPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import t from 'tap';
 import { connectAkbeNats } from '../src/actors/nats/connection.js';
 import { authConfPath, NATS_ROLES, seedPath } from '../src/actors/nats/nats-auth.js';
@@ -169,18 +169,25 @@ t.test("a rollout key cannot reconfigure the run's work queue, only read and pul
   t.equal((await consumer.info()).config.max_deliver, 5, 'a worker reads the queue');
 });
 
-t.test("the trainer key writes the run's policy pointer and no other KV key", async (t) => {
-  await openRunsBucket(nats.nc);
+t.test('the trainer key writes no KV key, so it cannot roll the runs bucket up', async (t) => {
+  const kv = await openRunsBucket(nats.nc);
+  await kv.put(`${runId}.status`, 'running');
   const nc = await nats.connectAs('trainer');
   t.teardown(() => nc.close());
   const js = jetstream(nc);
-  // The issue's attack wrote every run's lock, dedupe key and status with this key.
-  for (const key of ['lock', 'dedupe-key', 'status']) {
+  // The issue's attack wrote every run's lock, dedupe key and status with this key; the policy
+  // pointer is the orchestrator's too now (run-steps.ts), and a rollup on it purged the bucket.
+  for (const key of ['lock', 'dedupe-key', 'status', 'policy']) {
     const r = await refused(
       js.publish(`$KV.akbe_runs.${runId}.${key}`, new Uint8Array([1]), { timeout: 2_000 }),
     );
     t.match(r, /Permissions Violation|permission/i, `${key}: ${r}`);
   }
-  const ok = await js.publish(`$KV.akbe_runs.${runId}.policy`, new TextEncoder().encode('0'));
-  t.ok(ok.seq > 0, 'its own job: the current policy version');
+  const rollup = headers();
+  rollup.set('Nats-Rollup', 'all');
+  const r = await refused(
+    js.publish(`$KV.akbe_runs.${runId}.policy`, new Uint8Array([1]), { headers: rollup, timeout: 2_000 }),
+  );
+  t.match(r, /Permissions Violation|permission/i, `rollup: ${r}`);
+  t.equal((await kv.get(`${runId}.status`))?.string(), 'running', 'the bucket is intact');
 });

@@ -17,14 +17,15 @@ import { auditRun } from '../src/audit/audit.js';
 import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { CHECKPOINT_BUCKET } from '../src/events/subjects.js';
+import { runCli } from './helpers/cli.js';
 import { startCli, until } from './helpers/cli-process.js';
 import { withNats } from './helpers/nats.js';
-import { TINY_TRAIN, tinyRunFixture } from './helpers/tiny-run.js';
+import { baseRunFixture, TINY_TRAIN } from './helpers/tiny-run.js';
 
 t.test(
   'an orchestrator killed after step 1 of 3 resumes from the log and the run finishes clean',
   async (t) => {
-    const fx = await tinyRunFixture();
+    const fx = await baseRunFixture();
     const nats = await withNats(t);
     const store = await EventStore.open(nats.nc);
     const home = mkdtempSync(join(tmpdir(), 'akbe-resume-'));
@@ -128,5 +129,22 @@ t.test(
     const audit = auditRun(events);
     t.same(audit.mismatches, [], 'the resumed log audits clean');
     t.equal(audit.checked.steps, 3);
+    // Across the crash (the resumed trainer loaded v_k and its AdamW state from the checkpoint)
+    // and past the pruned v1, re-training from v0 gives every published version bit for bit.
+    const v = await runCli(
+      'replay',
+      '--run',
+      runId,
+      '--verify-training',
+      '--nats',
+      nats.server.url,
+      '--home',
+      home,
+    );
+    t.equal(v.code, 0, v.out + v.err);
+    t.match(
+      v.out,
+      /verified training: 3 steps re-derived from v0; every published checkpoint \(v1\.\.v3\) matches/,
+    );
   },
 );

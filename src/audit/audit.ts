@@ -19,7 +19,7 @@ import type { AkbeEvent, BoundaryCategory, EventOf } from '../events/catalog.js'
 import { getAlgorithm } from '../rl/algorithms/index.js';
 import type { OfflineTarget } from '../rl/offline.js';
 import { checkManifests } from './checkpoint-manifests.js';
-import { type AuditCounts, Collector, type Mismatch } from './collector.js';
+import { type AuditCounts, Collector, type Mismatch, type RebuiltStep } from './collector.js';
 import { checkCompleteness } from './completeness.js';
 import { auditLearner } from './learner-step.js';
 import { checkOfflineTargets } from './offline-targets.js';
@@ -29,7 +29,7 @@ import { foldRunLog, type RunLog, seqOf } from './run-log.js';
 import { checkStepVersion } from './staleness.js';
 import { checkStepQuestions } from './step-questions.js';
 
-export type { Mismatch } from './collector.js';
+export type { Mismatch, RebuiltStep } from './collector.js';
 
 export interface AuditReport {
   runId: string | null;
@@ -42,6 +42,8 @@ export interface AuditReport {
   incomplete: string | null;
   checked: AuditCounts;
   settings: AuditSettings;
+  /** With `keepRequests`: each step's train request rebuilt from the log, in step order. */
+  requests?: RebuiltStep[];
 }
 
 /** Audits one run from its events (each carrying `meta.seq`, as `EventStore.replay` yields them). */
@@ -56,10 +58,12 @@ export interface AuditOptions {
    * version there is checked against its recorded manifest digest (checkpoint-manifests.ts).
    */
   checkpointsDir?: string;
+  /** Keep each step's rebuilt train request in the report (`requests`), for `--verify-training`. */
+  keepRequests?: boolean;
 }
 
 export function auditRunLog(log: RunLog, opts: AuditOptions = {}): AuditReport {
-  const c = new Collector();
+  const c = new Collector({ keepRequests: opts.keepRequests });
   const settings = settingsOf(log.started);
   if (!log.started) c.notes.add('no run.started: settings are the defaults of src/rl/config.ts');
   else if (settings.defaulted.length)
@@ -107,6 +111,7 @@ export function auditRunLog(log: RunLog, opts: AuditOptions = {}): AuditReport {
     incomplete,
     checked,
     settings,
+    ...(c.requests ? { requests: c.requests } : {}),
   };
 }
 

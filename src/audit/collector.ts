@@ -2,6 +2,15 @@
  * What the audit's checks report to: a Mismatch names the event (its JetStream sequence), the
  * field, and both values; notes say what the log does not hold, so was not checked.
  */
+import type { TrainStepRequest } from '../rl/train-request.js';
+
+/** One step's train request rebuilt from the log (rebuilt-request.ts) and whether the log's digest agreed. */
+export interface RebuiltStep {
+  step: number;
+  request: TrainStepRequest;
+  /** The rebuilt request's digest equals learner.step.requestSha256 (null: a v1 log records none). */
+  digestMatches: boolean | null;
+}
 
 export interface Mismatch {
   /** JetStream sequence of the event holding the recorded value (0: not stored / missing). */
@@ -28,6 +37,13 @@ export type Where = Omit<Mismatch, 'field' | 'recorded' | 'recomputed'>;
 export class Collector {
   readonly mismatches: Mismatch[] = [];
   readonly notes = new Set<string>();
+  /** Each step's train request as rebuilt from the log, when asked for (`--verify-training`). */
+  readonly requests?: RebuiltStep[];
+
+  constructor(opts: { keepRequests?: boolean } = {}) {
+    if (opts.keepRequests) this.requests = [];
+  }
+
   /** Compares with ===, or structurally for arrays and plain objects. */
   check(where: Where, field: string, recorded: unknown, recomputed: unknown): boolean {
     if (sameValue(recorded, recomputed)) return true;

@@ -5,13 +5,14 @@
  * trained batch row by row, and (dpo-akbe) its preference pairs.
  */
 import type { BoundaryCategory } from '../events/catalog.js';
+import { trainRequestDigest } from '../events/train-digest.js';
 import { prepareStep, selectionRuleOf } from '../machines/learner.js';
 import { oracleRatesExtra, oracleSearchRates } from '../rl/metrics.js';
 import type { OfflineTarget } from '../rl/offline.js';
 import type { QuestionGroup, RolloutResult } from '../rl/types.js';
 import type { AuditCounts, Collector, Where } from './collector.js';
 import { checkDpoPairs } from './dpo-pairs.js';
-import { rebuiltRequestDigest } from './rebuilt-request.js';
+import { rebuiltRequest } from './rebuilt-request.js';
 import { type AuditSettings, groupOf } from './recompute.js';
 import { type RunLog, type StepLog, seqOf } from './run-log.js';
 import { auditStaleness } from './staleness.js';
@@ -113,19 +114,24 @@ function checkRebuiltRequest(
   settings: AuditSettings,
 ): void {
   const sent = learner.data.requestSha256 ?? null;
-  if (sent === null) return; // a v1 log: audit.ts notes that it records no request digests
   if ('missing' in settings.request) {
-    c.notes.add(`train requests not rebuilt from the log: ${settings.request.missing}`);
+    // A v1 log records no digest: audit.ts notes that; only a request it cannot rebuild is said here.
+    if (sent !== null || c.requests)
+      c.notes.add(`train requests not rebuilt from the log: ${settings.request.missing}`);
     return;
   }
-  const rebuilt = rebuiltRequestDigest(
-    learner.meta.runId,
-    settings.request,
-    learner.meta.step,
-    trainVersion,
-    prepared.batch,
-  );
-  c.check(where, 'requestSha256 (rebuilt from the log)', sent, rebuilt);
+  const request = rebuiltRequest(settings.request, learner.meta.step, trainVersion, prepared.batch);
+  // A v1 log (no digest recorded): the request is still rebuilt for --verify-training, unchecked.
+  const digestMatches =
+    sent === null
+      ? null
+      : c.check(
+          where,
+          'requestSha256 (rebuilt from the log)',
+          sent,
+          trainRequestDigest(learner.meta.runId, request),
+        );
+  c.requests?.push({ step: learner.meta.step, request, digestMatches });
 }
 
 /** Each boundary.labeled against the label the learner's own rule gives. */

@@ -6,11 +6,11 @@
  * with the sent-vs-trained digest check (audit.ts), a trainer fed any other batch is caught
  * without re-training, and `--verify-training` can train on this very request.
  */
-import { type DigestibleTrainRequest, trainRequestDigest } from '../events/train-digest.js';
 import { type LossConfig, lossTermsFor } from '../rl/algorithms/index.js';
 import type { TrainBatch } from '../rl/batch.js';
 import type { LossTerm } from '../rl/losses.js';
 import { rowsPerUpdate } from '../rl/mini-batch.js';
+import type { TrainStepRequest } from '../rl/train-request.js';
 
 /** What a request needs beyond the batch, read from run.started; or why the log cannot say. */
 export type RequestSettings =
@@ -51,7 +51,7 @@ export function rebuiltRequest(
   step: number,
   policyVersion: number,
   batch: TrainBatch,
-): DigestibleTrainRequest {
+): TrainStepRequest {
   return {
     step,
     policyVersion,
@@ -62,15 +62,4 @@ export function rebuiltRequest(
     rowsPerUpdate: s.rowsPerUpdate,
     padId: s.padId,
   };
-}
-
-/** trainRequestDigest of the rebuilt request (see the top of the file). */
-export function rebuiltRequestDigest(
-  runId: string,
-  s: Exclude<RequestSettings, { missing: string }>,
-  step: number,
-  policyVersion: number,
-  batch: TrainBatch,
-): string {
-  return trainRequestDigest(runId, rebuiltRequest(s, step, policyVersion, batch));
 }

@@ -9,7 +9,8 @@
  *   GET /api/runs/ID                    summary, config, one point per learner step (null: not yet)
  *   GET /api/runs/ID/questions          the run's questions with their latest boundary category
  *   GET /api/runs/ID/questions/Q        boundary history + rollout transcripts
- *   GET /api/runs/ID/audit              `akbe replay`'s audit of the run, computed on request
+ *   GET /api/runs/ID/audit              `akbe replay`'s audit of the run, computed on request, with
+ *                                       the last `--verify-training` verdict kept for it (runsDir)
  *   GET /api/actors, /api/machines      the live actor tree; the statecharts of src/machines
  *   GET /api/experiments                `akbe experiment report` outputs
  *   GET /api/events                     SSE: run (summary + new point), nats, actors, resync
@@ -23,6 +24,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { auditRunLog } from '../audit/audit.js';
+import { readVerifyRecord } from '../audit/verify-record.js';
 import type { AkbeEvent } from '../events/catalog.js';
 import { createGuardedServer, type HttpLimits } from '../util/http-guard.js';
 import type { ActorsFeed } from './actors-feed.js';
@@ -49,6 +51,8 @@ export interface DashboardOptions {
   /** Where `npm run build` put the bundle (index.html, app.js, app.css). */
   assetsDir: string;
   experimentsDir: string;
+  /** `<home>/runs`: where `akbe replay --verify-training` keeps each run's verdict (audit panel). */
+  runsDir?: string;
   actors?: ActorsFeed;
   /** Default 8090; 0 picks a free port. */
   port?: number;
@@ -165,6 +169,7 @@ interface ApiContext {
   index: RunIndex;
   loaded: () => Promise<void>;
   experimentsDir: string;
+  runsDir?: string;
 }
 
 /** The JSON API: `path` is what follows /api/, decoded. */
@@ -191,7 +196,8 @@ async function answerApi(ctx: ApiContext, path: string[]): Promise<unknown> {
   }
   if (first === 'runs' && sub === 'audit') {
     const report = auditRunLog(await readRunLog(source, runId));
-    return { verdict: report.mismatches.length === 0 ? 'clean' : 'mismatch', report };
+    const verifyTraining = ctx.runsDir ? await readVerifyRecord(ctx.runsDir, runId) : null;
+    return { verdict: report.mismatches.length === 0 ? 'clean' : 'mismatch', report, verifyTraining };
   }
   if (first === 'actors') return actors?.snapshot() ?? { relays: [], actors: [], definitions: {} };
   if (first === 'machines') return machineDefinitions();
@@ -244,7 +250,14 @@ export async function startDashboard(opts: DashboardOptions): Promise<Dashboard>
   const index = new RunIndex();
   const streams = new EventStreams();
   const follow = await followSource(source, actors, index, streams);
-  const ctx = { source, actors, index, loaded: follow.loaded, experimentsDir: opts.experimentsDir };
+  const ctx = {
+    source,
+    actors,
+    index,
+    loaded: follow.loaded,
+    experimentsDir: opts.experimentsDir,
+    runsDir: opts.runsDir,
+  };
   const http: Server = createGuardedServer(
     { host, allowHosts: opts.allowHosts, methods: ['GET', 'HEAD'], maxBodyBytes: 0 },
     (req, res) => handleRequest(req, res, { ...ctx, assetsDir: opts.assetsDir, streams }),

@@ -97,18 +97,7 @@ const shown = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /** Parses and checks a spec's text (YAML, or JSON when the file ends in .json). */
 export async function parseSpec(text: string, file: string): Promise<ExperimentSpec> {
-  let raw: unknown;
-  try {
-    raw = file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
-  } catch (err) {
-    throw new SpecError(
-      file,
-      '',
-      `not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`,
-      { cause: err },
-    );
-  }
-  if (!isMap(raw)) throw new SpecError(file, '', 'must be a mapping with name, seeds and grid');
+  const raw = parseText(text, file);
   for (const k of Object.keys(raw))
     if (!TOP_KEYS.includes(k)) throw new SpecError(file, k, `unknown key; a spec has ${TOP_KEYS.join(', ')}`);
   const name = raw.name;
@@ -121,34 +110,8 @@ export async function parseSpec(text: string, file: string): Promise<ExperimentS
       throw new SpecError(file, k, `must be a non-empty string, got ${shown(v)}`);
     return v;
   };
-  const over: Record<string, unknown> = {};
-  const overFrom: Record<string, string> = {};
-  if (raw.config !== undefined) {
-    if (!isMap(raw.config)) throw new SpecError(file, 'config', 'must be a mapping of config settings');
-    if ('seed' in raw.config)
-      throw new SpecError(file, 'config.seed', "seeds come from the spec's seeds list");
-    Object.assign(over, raw.config);
-    for (const k of Object.keys(raw.config)) overFrom[k] = `config.${k}`;
-  }
-  if (raw.steps !== undefined) {
-    if (!Number.isInteger(raw.steps) || (raw.steps as number) < 1)
-      throw new SpecError(file, 'steps', `must be an integer >= 1, got ${shown(raw.steps)}`);
-    over.steps = raw.steps;
-    overFrom.steps = 'steps';
-  }
-  for (const k of ['world', 'policy'])
-    if (str(k) !== undefined) {
-      over[k] = str(k);
-      overFrom[k] = k;
-    }
-  const seeds = raw.seeds;
-  if (!Array.isArray(seeds) || seeds.length === 0)
-    throw new SpecError(file, 'seeds', `must be a non-empty list of integers, got ${shown(seeds)}`);
-  seeds.forEach((s, i) => {
-    if (!Number.isInteger(s) || s < 0 || s > 0xffffffff)
-      throw new SpecError(file, `seeds[${i}]`, `must be an integer in [0, 2^32), got ${shown(s)}`);
-    if (seeds.indexOf(s) !== i) throw new SpecError(file, `seeds[${i}]`, `repeats seed ${s}`);
-  });
+  const { over, overFrom } = overrides(raw, file, str);
+  const seeds = checkSeeds(raw.seeds, file);
   if (!Array.isArray(raw.grid) || raw.grid.length === 0)
     throw new SpecError(file, 'grid', 'must be a non-empty list of cells, each with an algo');
   const cells = raw.grid.flatMap((entry, i) => expandEntry(file, entry, i));
@@ -169,13 +132,67 @@ export async function parseSpec(text: string, file: string): Promise<ExperimentS
     base: str('base'),
     over,
     overFrom,
-    seeds: seeds as number[],
+    seeds,
     baseline: baseline ?? cells.find((c) => isBaseAlgorithm(c.algo))?.label,
     cells,
     claims: parseClaims(raw.claims, new Set(labels.keys()), (key, msg) => {
       throw new SpecError(file, key, msg);
     }),
   };
+}
+
+/** The spec's text as a mapping (YAML, or JSON for a .json file). */
+function parseText(text: string, file: string): Record<string, unknown> {
+  let raw: unknown;
+  try {
+    raw = file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
+  } catch (err) {
+    throw new SpecError(
+      file,
+      '',
+      `not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`,
+      { cause: err },
+    );
+  }
+  if (!isMap(raw)) throw new SpecError(file, '', 'must be a mapping with name, seeds and grid');
+  return raw;
+}
+
+/** The settings every cell gets (config:, steps:, world:, policy:) and the spec key each came from. */
+function overrides(raw: Record<string, unknown>, file: string, str: (k: string) => string | undefined) {
+  const over: Record<string, unknown> = {};
+  const overFrom: Record<string, string> = {};
+  if (raw.config !== undefined) {
+    if (!isMap(raw.config)) throw new SpecError(file, 'config', 'must be a mapping of config settings');
+    if ('seed' in raw.config)
+      throw new SpecError(file, 'config.seed', "seeds come from the spec's seeds list");
+    Object.assign(over, raw.config);
+    for (const k of Object.keys(raw.config)) overFrom[k] = `config.${k}`;
+  }
+  if (raw.steps !== undefined) {
+    if (!Number.isInteger(raw.steps) || (raw.steps as number) < 1)
+      throw new SpecError(file, 'steps', `must be an integer >= 1, got ${shown(raw.steps)}`);
+    over.steps = raw.steps;
+    overFrom.steps = 'steps';
+  }
+  for (const k of ['world', 'policy'])
+    if (str(k) !== undefined) {
+      over[k] = str(k);
+      overFrom[k] = k;
+    }
+  return { over, overFrom };
+}
+
+/** seeds: a non-empty list of distinct integers in [0, 2^32). */
+function checkSeeds(seeds: unknown, file: string): number[] {
+  if (!Array.isArray(seeds) || seeds.length === 0)
+    throw new SpecError(file, 'seeds', `must be a non-empty list of integers, got ${shown(seeds)}`);
+  seeds.forEach((s, i) => {
+    if (!Number.isInteger(s) || s < 0 || s > 0xffffffff)
+      throw new SpecError(file, `seeds[${i}]`, `must be an integer in [0, 2^32), got ${shown(s)}`);
+    if (seeds.indexOf(s) !== i) throw new SpecError(file, `seeds[${i}]`, `repeats seed ${s}`);
+  });
+  return seeds as number[];
 }
 
 /** One grid entry -> its cells: the cartesian product of its list-valued settings. */

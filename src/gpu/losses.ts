@@ -37,6 +37,10 @@
  * w is a constant of the step (no gradient). With prox_logp = old_logp, w = exp(0) = 1 exactly and
  * every value and gradient equals the coupled form's.
  *
+ * Each term (grpo, akbe-nll | akbe-clipped, dpo) is a builder registered under its loss name
+ * (registerLossTermBuilder) returning { loss, metrics }; lossGraph sums the values (the scaled ones
+ * times lambda) and collects the metrics, knowing no term by name.
+ *
  * Metrics (no gradient): pg_clipfrac = share of GRPO tokens where the clipped term is the larger
  * one; approx_kl = k3 estimator of KL(pi_old || pi), mean over GRPO tokens of (r - 1) - log r
  * (unbiased, always >= 0; Schulman, "Approximating KL divergence", 2020); entropy = token mean of
@@ -139,47 +143,189 @@ function behaviourWeight(proxLogp: Tensor, behavLogp: Tensor, h: LossHyper): Ten
   return where(greater(w, h.behaviourWeightCap), 0, w);
 }
 
-export function policyLoss(inp: LossInputs, h: LossHyper, opts: LossOptions = {}): LossOutputs {
-  const agg = opts.aggregation ?? 'token-mean';
+/**
+ * What the loss terms share: the inputs, the hyperparameters, the per-token masks, and the ratio and
+ * behaviour weight, each built once on first use (GRPO and akbe-clipped read the same ratio).
+ */
+export interface LossContext {
+  inp: LossInputs;
+  h: LossHyper;
+  opts: LossOptions;
+  adv: Tensor; // [B, 1]
+  pgMask: Tensor; // [B, T-1] the GRPO rows' loss tokens
+  akbeMask: Tensor; // [B, T-1] the AKBE targets' loss tokens, weighted
+  /** r and its (clamped) log: against pi_prox in the decoupled form, else pi_old. */
+  ratio(): { ratio: Tensor; logRatio: Tensor };
+  /** The decoupled form's behaviour weight (undefined in the coupled form). */
+  weight(): Tensor | undefined;
+}
+
+/** What a loss term's builder returns: its value and its metrics (no gradient). */
+export interface LossTermGraph {
+  loss: Tensor;
+  /**
+   * Named metric nodes, built when called: after every term's value and the objective, so that the
+   * graph's nodes keep the order (and the train graph its bytes) they had before the builders.
+   */
+  metrics?: () => Record<string, Tensor>;
+}
+
+/** A loss term of the training graph, registered under its loss name (src/rl/losses.ts LossName). */
+export interface LossTermBuilder {
+  /** The graph output holding the term's value. */
+  output: string;
+  /** In the objective scaled by lambda (L_AKBE, L_DPO: one lambda), else as is (L_GRPO). */
+  scaled: boolean;
+  build(ctx: LossContext): LossTermGraph;
+}
+
+const TERM_BUILDERS = new Map<string, LossTermBuilder>();
+/** Registers the graph of the loss term `name` (the name src/rl/losses.ts registers it under). */
+export function registerLossTermBuilder(name: string, b: LossTermBuilder): void {
+  if (TERM_BUILDERS.has(name)) throw new Error(`loss term builder '${name}' is already registered`);
+  TERM_BUILDERS.set(name, b);
+}
+/** The graph builder of the loss term `name`; throws naming the registered ones. */
+export function lossTermBuilder(name: string): LossTermBuilder {
+  const b = TERM_BUILDERS.get(name);
+  if (!b)
+    throw new Error(`no loss term builder '${name}' (registered: ${[...TERM_BUILDERS.keys()].join(', ')})`);
+  return b;
+}
+
+registerLossTermBuilder('grpo', {
+  output: 'pg_loss',
+  scaled: false,
+  build(ctx) {
+    const { h, adv, pgMask } = ctx;
+    const { ratio, logRatio } = ctx.ratio();
+    const ppo = clippedSurrogate(ratio, adv, h);
+    const weight = ctx.weight();
+    const dualClipped =
+      ctx.opts.dualClip === false
+        ? ppo.loss
+        : where(less(adv, 0), min(ppo.loss, mul(neg(adv), h.dualClipC)), ppo.loss);
+    const pgTok = weight ? mul(weight, dualClipped) : dualClipped; // [B, T-1]
+    const loss = maskedMean(pgTok, pgMask, ctx.opts.aggregation ?? 'token-mean');
+    return {
+      loss,
+      metrics: () => ({
+        clip_frac: maskedMean(ops.cast(ppo.clippedWins, ctx.inp.tokenLogp.dtype), pgMask),
+        approx_kl: maskedMean(sub(sub(ratio, 1), logRatio), pgMask),
+      }),
+    };
+  },
+});
+registerLossTermBuilder('akbe-nll', {
+  output: 'akbe_loss',
+  scaled: true,
+  build: (ctx) => ({ loss: reduceSum(mul(neg(ctx.inp.tokenLogp), ctx.akbeMask)) }),
+});
+registerLossTermBuilder('akbe-clipped', {
+  output: 'akbe_loss',
+  scaled: true,
+  build(ctx) {
+    const surrogate = clippedSurrogate(ctx.ratio().ratio, 1, ctx.h).loss;
+    const weight = ctx.weight();
+    return { loss: reduceSum(mul(weight ? mul(weight, surrogate) : surrogate, ctx.akbeMask)) };
+  },
+});
+registerLossTermBuilder('dpo', {
+  output: 'dpo_loss',
+  scaled: true,
+  build(ctx) {
+    if (!ctx.inp.dpo) throw new Error('policyLoss: the DPO term needs the dpo inputs');
+    return { loss: dpoTerm(ctx.inp.tokenLogp, ctx.inp.lossMask, ctx.inp.dpo) };
+  },
+});
+
+/** The loss terms of a training graph: GRPO, the AKBE form, and DPO given its inputs. */
+export function graphLossTerms(opts: LossOptions, dpo: boolean): string[] {
+  return ['grpo', `akbe-${opts.akbeLoss ?? 'nll'}`, ...(dpo ? ['dpo'] : [])];
+}
+
+/** The objective and its parts, each under its graph output name, in graph-output order. */
+export interface LossGraph {
+  loss: Tensor;
+  /** Each term's value under its output name (pg_loss, akbe_loss, dpo_loss), in term order. */
+  values: [string, Tensor][];
+  /** Each term's metrics, then entropy (given the full log-softmax). */
+  metrics: [string, Tensor][];
+}
+
+function lossContext(inp: LossInputs, h: LossHyper, opts: LossOptions): LossContext {
+  let ratio: { ratio: Tensor; logRatio: Tensor } | undefined;
+  let weight: { w: Tensor | undefined } | undefined;
+  return {
+    inp,
+    h,
+    opts,
+    adv: unsqueeze(inp.advantages, [1]),
+    pgMask: mul(inp.lossMask, unsqueeze(inp.pgWeight, [1])),
+    akbeMask: mul(inp.lossMask, unsqueeze(inp.akbeWeight, [1])),
+    ratio() {
+      if (!ratio) {
+        const anchor = inp.proxLogp ?? inp.oldLogp; // the trust region's centre
+        const raw = sub(inp.tokenLogp, anchor);
+        const logRatio = opts.logRatioClamp === false ? raw : clip(raw, neg(h.ratioClamp), h.ratioClamp);
+        ratio = { ratio: exp(logRatio), logRatio };
+      }
+      return ratio;
+    },
+    weight() {
+      weight ??= { w: inp.proxLogp ? behaviourWeight(inp.proxLogp, inp.oldLogp, h) : undefined };
+      return weight.w;
+    },
+  };
+}
+
+/**
+ * The objective of the terms `names` (registered builders): the unscaled values plus lambda times the
+ * sum of the scaled ones, and every term's metrics. No term is known here by its name.
+ */
+export function lossGraph(
+  inp: LossInputs,
+  h: LossHyper,
+  opts: LossOptions,
+  names: readonly string[],
+): LossGraph {
+  const ctx = lossContext(inp, h, opts);
+  const terms = names.map((n) => {
+    const b = lossTermBuilder(n);
+    return { b, built: b.build(ctx) };
+  });
+  const sum = (xs: Tensor[]) => xs.reduce((a, b) => add(a, b));
+  const scaled = terms.filter((t) => t.b.scaled).map((t) => t.built.loss);
+  const plain = terms.filter((t) => !t.b.scaled).map((t) => t.built.loss);
+  const lambdaPart = scaled.length > 0 ? mul(h.lambda, sum(scaled)) : undefined;
+  const loss = lambdaPart ? (plain.length > 0 ? add(sum(plain), lambdaPart) : lambdaPart) : sum(plain);
+  const metrics = terms.flatMap((t) => Object.entries(t.built.metrics?.() ?? {}));
+  if (inp.logp) metrics.push(['entropy', entropyMetric(inp, inp.logp)]);
+  return { loss, values: terms.map((t) => [t.b.output, t.built.loss]), metrics };
+}
+
+/** Token mean of -sum_v p log p over every loss token (GRPO or AKBE). */
+function entropyMetric(inp: LossInputs, logp: Tensor): Tensor {
   const dtype = inp.tokenLogp.dtype;
-  const adv = unsqueeze(inp.advantages, [1]); // [B, 1]
-  const pgMask = mul(inp.lossMask, unsqueeze(inp.pgWeight, [1])); // [B, T-1]
-  const akbeMask = mul(inp.lossMask, unsqueeze(inp.akbeWeight, [1])); // [B, T-1], weighted
+  const tokEntropy = neg(reduceSum(mul(exp(logp), logp), [2])); // [B, T-1]
+  const isTarget = ops.cast(greater(inp.akbeWeight, 0), dtype); // [B]
+  const anyWeight = max(inp.pgWeight, isTarget); // [B]
+  return maskedMean(tokEntropy, mul(inp.lossMask, unsqueeze(anyWeight, [1])));
+}
 
-  // ---- GRPO: token-level clipped surrogate with dual clip ----
-  const anchor = inp.proxLogp ?? inp.oldLogp; // the trust region's centre
-  const rawLogRatio = sub(inp.tokenLogp, anchor);
-  const logRatio =
-    opts.logRatioClamp === false ? rawLogRatio : clip(rawLogRatio, neg(h.ratioClamp), h.ratioClamp); // [B, T-1]
-  const ratio = exp(logRatio); // [B, T-1]
-  const ppo = clippedSurrogate(ratio, adv, h);
-  const weight = inp.proxLogp ? behaviourWeight(inp.proxLogp, inp.oldLogp, h) : undefined;
-  const weighted = (x: Tensor) => (weight ? mul(weight, x) : x);
-  const dualClipped =
-    opts.dualClip === false
-      ? ppo.loss
-      : where(less(adv, 0), min(ppo.loss, mul(neg(adv), h.dualClipC)), ppo.loss);
-  const pgTok = weighted(dualClipped); // [B, T-1]
-  const pgLoss = maskedMean(pgTok, pgMask, agg);
-
-  // ---- AKBE over target sequences ----
-  const akbeTok =
-    opts.akbeLoss === 'clipped' ? weighted(clippedSurrogate(ratio, 1, h).loss) : neg(inp.tokenLogp);
-  const akbeLoss = reduceSum(mul(akbeTok, akbeMask));
-  const dpoLoss = inp.dpo ? dpoTerm(inp.tokenLogp, inp.lossMask, inp.dpo) : undefined;
-  const loss = add(pgLoss, mul(h.lambda, dpoLoss ? add(akbeLoss, dpoLoss) : akbeLoss));
-
-  // ---- metrics ----
-  const clipFrac = maskedMean(ops.cast(ppo.clippedWins, dtype), pgMask);
-  const approxKl = maskedMean(sub(sub(ratio, 1), logRatio), pgMask);
-  let entropy: Tensor | undefined;
-  if (inp.logp) {
-    const tokEntropy = neg(reduceSum(mul(exp(inp.logp), inp.logp), [2])); // [B, T-1]
-    const isTarget = ops.cast(greater(inp.akbeWeight, 0), dtype); // [B]
-    const anyWeight = max(inp.pgWeight, isTarget); // [B]
-    entropy = maskedMean(tokEntropy, mul(inp.lossMask, unsqueeze(anyWeight, [1])));
-  }
-  return { loss, pgLoss, akbeLoss, dpoLoss, clipFrac, approxKl, entropy };
+/** GRPO + lambda (AKBE (+ DPO given its inputs)), by name of output (the shape tests read). */
+export function policyLoss(inp: LossInputs, h: LossHyper, opts: LossOptions = {}): LossOutputs {
+  const r = lossGraph(inp, h, opts, graphLossTerms(opts, inp.dpo !== undefined));
+  const out = new Map([...r.values, ...r.metrics]);
+  return {
+    loss: r.loss,
+    pgLoss: out.get('pg_loss')!,
+    akbeLoss: out.get('akbe_loss')!,
+    dpoLoss: out.get('dpo_loss'),
+    clipFrac: out.get('clip_frac')!,
+    approxKl: out.get('approx_kl')!,
+    entropy: out.get('entropy'),
+  };
 }
 
 /** L_DPO of the pair slots (see the top of the file). */

@@ -30,7 +30,7 @@
 import { ADAMW_SCALAR_OUTPUTS } from './adamw.js';
 import { architecture, type PolicyConfig } from './architecture.js';
 import { Graph, type Graph as GraphT, gradients, ops, type Tensor } from './graph/index.js';
-import { type Aggregation, type AkbeLossForm, type LossHyper, policyLoss } from './losses.js';
+import { type Aggregation, type AkbeLossForm, graphLossTerms, type LossHyper, lossGraph } from './losses.js';
 import { declareParams, type FloatDType, nextTokenLogprobs } from './policy-graphs.js';
 
 const { add, sub, mul, div, sqrt, pow, min, reduceSum } = ops;
@@ -136,7 +136,13 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
         beta: g.input('dpo_beta', dtype, []),
       }
     : undefined;
-  const loss = policyLoss(
+  const lossOpts = {
+    aggregation: opts.aggregation,
+    akbeLoss: opts.akbeLoss,
+    dualClip: opts.dualClip,
+    logRatioClamp: opts.logRatioClamp,
+  };
+  const loss = lossGraph(
     {
       tokenLogp: fwd.tokenLogp,
       logp: fwd.logp,
@@ -149,12 +155,8 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
       dpo,
     },
     hyper,
-    {
-      aggregation: opts.aggregation,
-      akbeLoss: opts.akbeLoss,
-      dualClip: opts.dualClip,
-      logRatioClamp: opts.logRatioClamp,
-    },
+    lossOpts,
+    graphLossTerms(lossOpts, dpo !== undefined),
   );
 
   // ---- 3. backward ----
@@ -170,14 +172,11 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
   // ---- 5. AdamW ----
   addAdamW(g, { shapes, grads, p, hp, coef, dtype, host, gradOutputs: opts.gradOutputs === true });
 
+  // Each term's value and metric under the output name its builder gives (losses.ts).
   g.output(loss.loss, 'loss');
-  g.output(loss.pgLoss, 'pg_loss');
-  g.output(loss.akbeLoss, 'akbe_loss');
-  if (loss.dpoLoss) g.output(loss.dpoLoss, 'dpo_loss');
+  for (const [name, value] of loss.values) g.output(value, name);
   g.output(gradNorm, 'grad_norm');
-  g.output(loss.clipFrac, 'clip_frac');
-  g.output(loss.approxKl, 'approx_kl');
-  g.output(loss.entropy!, 'entropy');
+  for (const [name, metric] of loss.metrics) g.output(metric, name);
   g.output(fwd.tokenLogp, 'logprobs');
   return g;
 }

@@ -73,25 +73,61 @@ export function rolloutIdUnder(prefix: string, questionId: string, path: Rollout
   return `${prefix}.${questionId}.${path === 'with-tool' ? 'wt' : 'nt'}${index}`;
 }
 
-/** The inputs of every rollout of a question, with-tool first. Pure. */
+/**
+ * The one rollout fan-out: a question's rollouts on each path in `paths` order, `counts[path]` of
+ * each, with their ids (`rolloutIdUnder(idPrefix, ...)`), prompts and seeds. Training steps
+ * (rolloutInputs, with-tool first, seeds from the run's `rollout` stream) and evaluations and
+ * offline targets (src/actors/rollout/eval-rollouts.ts, no-tool first, the `eval` stream) differ
+ * only in these arguments. Pure.
+ */
+export interface FanOut {
+  idPrefix: string;
+  /** Events are keyed by it (0 for rollouts that are not a training step's). */
+  step: number;
+  question: Pick<QuestionSpec, 'id' | 'gold' | 'withToolPrompt' | 'noToolPrompt'>;
+  paths: readonly RolloutPath[];
+  counts: Readonly<Record<RolloutPath, number>>;
+  policyVersion: number;
+  seedOf: (path: RolloutPath, index: number) => number;
+  limitsOf: (prompt: readonly number[]) => RolloutLimits;
+  sampling?: { temperature: number; topP: number };
+}
+
+export function fanOut(f: FanOut): RolloutInput[] {
+  const q = f.question;
+  return f.paths.flatMap((path) =>
+    Array.from({ length: f.counts[path] }, (_, index): RolloutInput => {
+      const promptTokens = path === 'with-tool' ? q.withToolPrompt : q.noToolPrompt;
+      return {
+        step: f.step,
+        questionId: q.id,
+        rolloutId: rolloutIdUnder(f.idPrefix, q.id, path, index),
+        index,
+        path,
+        policyVersion: f.policyVersion,
+        promptTokens,
+        gold: q.gold,
+        seed: f.seedOf(path, index),
+        limits: f.limitsOf(promptTokens),
+        sampling: f.sampling,
+      };
+    }),
+  );
+}
+
+/** The inputs of every rollout of a training step's question, with-tool first. Pure. */
 export function rolloutInputs(q: QuestionInput): RolloutInput[] {
-  const make = (path: RolloutPath, index: number): RolloutInput => ({
+  return fanOut({
+    idPrefix: `s${q.step}`,
     step: q.step,
-    questionId: q.question.id,
-    rolloutId: rolloutIdOf(q.step, q.question.id, path, index),
-    index,
-    path,
+    question: q.question,
+    paths: ['with-tool', 'no-tool'],
+    counts: { 'with-tool': q.gWithTool, 'no-tool': q.gNoTool },
     policyVersion: q.policyVersion,
-    promptTokens: path === 'with-tool' ? q.question.withToolPrompt : q.question.noToolPrompt,
-    gold: q.question.gold,
-    seed: deriveSeed(q.runSeed, 'rollout', q.step, q.question.id, path, index),
-    limits: q.limits,
+    seedOf: (path, index) => deriveSeed(q.runSeed, 'rollout', q.step, q.question.id, path, index),
+    limitsOf: () => q.limits,
     sampling: q.sampling,
   });
-  return [
-    ...Array.from({ length: q.gWithTool }, (_, i) => make('with-tool', i)),
-    ...Array.from({ length: q.gNoTool }, (_, i) => make('no-tool', i)),
-  ];
 }
 
 function groupOf(c: QuestionContext): QuestionGroup {

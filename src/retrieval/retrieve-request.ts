@@ -125,68 +125,8 @@ export function parseRetrieveBody(body: unknown, limits: RetrieveLimits = DEFAUL
     };
   const raw = body as Record<string, unknown>;
   const errors: FastApiError[] = [];
-  let queries: string[] = [];
-  if (!('queries' in raw)) errors.push(issue('missing', ['body', 'queries'], 'Field required', raw));
-  else if (!Array.isArray(raw.queries))
-    errors.push(issue('list_type', ['body', 'queries'], 'Input should be a valid list', raw.queries));
-  else {
-    queries = raw.queries as string[];
-    queries.forEach((q, i) => {
-      const loc = ['body', 'queries', i];
-      if (typeof q !== 'string') errors.push(issue('string_type', loc, 'Input should be a valid string', q));
-      else if (q.length > limits.maxQueryChars)
-        errors.push(
-          issue(
-            'string_too_long',
-            loc,
-            `String should have at most ${limits.maxQueryChars} characters`,
-            `${q.slice(0, 80)}...`,
-            {
-              max_length: limits.maxQueryChars,
-            },
-          ),
-        );
-    });
-    if (queries.length > limits.maxQueries)
-      errors.push(
-        issue(
-          'too_long',
-          ['body', 'queries'],
-          `List should have at most ${limits.maxQueries} items after validation, not ${queries.length}`,
-          `[${queries.length} queries]`,
-          { field_type: 'List', max_length: limits.maxQueries, actual_length: queries.length },
-        ),
-      );
-  }
-  let topk: number | null = null;
-  if (raw.topk !== undefined && raw.topk !== null) {
-    const k = laxInt(raw.topk, ['body', 'topk']);
-    if (isError(k)) errors.push(k);
-    else if (k < 0)
-      // Search-R1 would hand a negative k to faiss and fail with a 500; say why instead.
-      errors.push(
-        issue(
-          'greater_than_equal',
-          ['body', 'topk'],
-          'Input should be greater than or equal to 0',
-          raw.topk,
-          { ge: 0 },
-        ),
-      );
-    else if (k > limits.maxTopk)
-      errors.push(
-        issue(
-          'less_than_equal',
-          ['body', 'topk'],
-          `Input should be less than or equal to ${limits.maxTopk}`,
-          raw.topk,
-          {
-            le: limits.maxTopk,
-          },
-        ),
-      );
-    else topk = k === 0 ? null : k; // `if not request.topk`: 0 means the default there
-  }
+  const queries = parseQueries(raw, limits, errors);
+  const topk = parseTopk(raw, limits, errors);
   let returnScores = false;
   if (raw.return_scores !== undefined) {
     const b = laxBool(raw.return_scores, ['body', 'return_scores']);
@@ -194,4 +134,80 @@ export function parseRetrieveBody(body: unknown, limits: RetrieveLimits = DEFAUL
     else returnScores = b;
   }
   return errors.length ? { ok: false, errors } : { ok: true, request: { queries, topk, returnScores } };
+}
+
+/** `queries`: present, a list of strings within the limits; an error is appended to `errors`. */
+function parseQueries(
+  raw: Record<string, unknown>,
+  limits: RetrieveLimits,
+  errors: FastApiError[],
+): string[] {
+  if (!('queries' in raw)) {
+    errors.push(issue('missing', ['body', 'queries'], 'Field required', raw));
+    return [];
+  }
+  if (!Array.isArray(raw.queries)) {
+    errors.push(issue('list_type', ['body', 'queries'], 'Input should be a valid list', raw.queries));
+    return [];
+  }
+  const queries = raw.queries as string[];
+  queries.forEach((q, i) => {
+    const loc = ['body', 'queries', i];
+    if (typeof q !== 'string') errors.push(issue('string_type', loc, 'Input should be a valid string', q));
+    else if (q.length > limits.maxQueryChars)
+      errors.push(
+        issue(
+          'string_too_long',
+          loc,
+          `String should have at most ${limits.maxQueryChars} characters`,
+          `${q.slice(0, 80)}...`,
+          {
+            max_length: limits.maxQueryChars,
+          },
+        ),
+      );
+  });
+  if (queries.length > limits.maxQueries)
+    errors.push(
+      issue(
+        'too_long',
+        ['body', 'queries'],
+        `List should have at most ${limits.maxQueries} items after validation, not ${queries.length}`,
+        `[${queries.length} queries]`,
+        { field_type: 'List', max_length: limits.maxQueries, actual_length: queries.length },
+      ),
+    );
+  return queries;
+}
+
+/** `topk`: absent, null or 0 is the default (null); else an integer in [0, maxTopk]. */
+function parseTopk(
+  raw: Record<string, unknown>,
+  limits: RetrieveLimits,
+  errors: FastApiError[],
+): number | null {
+  if (raw.topk === undefined || raw.topk === null) return null;
+  const k = laxInt(raw.topk, ['body', 'topk']);
+  if (isError(k)) errors.push(k);
+  else if (k < 0)
+    // Search-R1 would hand a negative k to faiss and fail with a 500; say why instead.
+    errors.push(
+      issue('greater_than_equal', ['body', 'topk'], 'Input should be greater than or equal to 0', raw.topk, {
+        ge: 0,
+      }),
+    );
+  else if (k > limits.maxTopk)
+    errors.push(
+      issue(
+        'less_than_equal',
+        ['body', 'topk'],
+        `Input should be less than or equal to ${limits.maxTopk}`,
+        raw.topk,
+        {
+          le: limits.maxTopk,
+        },
+      ),
+    );
+  else return k === 0 ? null : k; // `if not request.topk`: 0 means the default there
+  return null;
 }

@@ -15,8 +15,9 @@
 import type { TrainRequest as UpdateRequest } from '../gpu/policy-runtime.js';
 import type { TrainHyper, TrainMetrics } from '../gpu/trainer.js';
 import type { TrainBatch } from '../rl/batch.js';
-import { type LossTerm, trainerPlan } from '../rl/losses.js';
+import { trainerPlan } from '../rl/losses.js';
 import { sliceMiniBatch } from '../rl/mini-batch.js';
+import type { TrainStepRequest } from '../rl/train-request.js';
 
 /** What runs the updates: a policy whose weights (and AdamW state) the loop advances in place. */
 export interface TrainEngine {
@@ -24,18 +25,6 @@ export interface TrainEngine {
   logprobs(sequences: number[][]): Promise<number[][]>;
   /** One optimizer update on a mini-batch (`transfer`: its arrays may be moved to a worker). */
   trainStep(req: UpdateRequest, opts?: { transfer?: boolean }): Promise<TrainMetrics>;
-}
-
-/** One step to train: the assembled batch of step `step` and how to train on it. */
-export interface TrainStepInput {
-  step: number;
-  batch: TrainBatch;
-  losses: LossTerm[];
-  lr: number;
-  epochs: number;
-  /** Rows of every update's graph (>= the largest mini-batch). */
-  rowsPerUpdate: number;
-  padId: number;
 }
 
 export interface TrainLoopOptions {
@@ -71,7 +60,7 @@ const OPTIONAL_KEYS: ReadonlySet<string> = new Set(['dpoLoss']);
 /** Trains `input` on `engine` (see the top of the file); fills the batch's refLogp / proxLogprobs. */
 export async function trainLoop(
   engine: TrainEngine,
-  input: TrainStepInput,
+  input: TrainStepRequest,
   opts: TrainLoopOptions = {},
 ): Promise<TrainLoopResult> {
   const b = input.batch;

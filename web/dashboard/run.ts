@@ -34,9 +34,20 @@ function stacked(points: StepPoint[]): Series[] {
   return bands.reverse(); // widest first, so each narrower band is painted over it
 }
 
+type Value = (p: StepPoint) => number | null;
+
+/** One line per [legend label, the point's value, colour index]. */
+function lines(points: StepPoint[], specs: ReadonlyArray<readonly [string, Value, number]>): Series[] {
+  return specs.map(([label, f, i]) => line(label, points.map(f), i));
+}
+
+/** A learner.step.extra value of each point (null where the step did not record it). */
+function extra(k: string): Value {
+  return (p) => p.extra[k] ?? null;
+}
+
 function charts(points: StepPoint[]) {
   const x = points.map((p) => p.step);
-  const col = (f: (p: StepPoint) => number | null) => points.map(f);
   const keys = new Set(points.flatMap((p) => Object.keys(p.extra)));
   const extraKeys = [...keys].filter((k) => k === 'trainReward' || k === 'formatFailures');
   // The world's oracle rates (learner.step.extra, recorded when the questions carry `known`).
@@ -45,58 +56,33 @@ function charts(points: StepPoint[]) {
     {
       id: 'chart-em',
       title: 'EM (with-tool) and no-tool EM',
-      series: [
-        line(
-          'EM',
-          col((p) => p.em),
-          0,
-        ),
-        line(
-          'no-tool EM',
-          col((p) => p.noToolEm),
-          1,
-        ),
-      ],
+      series: lines(points, [
+        ['EM', (p) => p.em, 0],
+        ['no-tool EM', (p) => p.noToolEm, 1],
+      ]),
     },
     {
       id: 'chart-tc',
       title: 'TC (tool calls per question) and TP',
-      series: [
-        line(
-          'TC',
-          col((p) => p.tc),
-          3,
-        ),
-        line(
-          'TP',
-          col((p) => p.tp),
-          4,
-        ),
-      ],
+      series: lines(points, [
+        ['TC', (p) => p.tc, 3],
+        ['TP', (p) => p.tp, 4],
+      ]),
     },
     { id: 'chart-categories', title: 'boundary categories (stacked)', series: stacked(points) },
     {
       id: 'chart-shifts',
       title: 'boundary shifts',
-      series: [
-        line(
-          'shifts',
-          col((p) => p.boundaryShifts),
-          2,
-        ),
-      ],
+      series: lines(points, [['shifts', (p) => p.boundaryShifts, 2]]),
     },
     ...(oracle.length
       ? [
           {
             id: 'chart-known-search',
             title: 'known-search rate (world oracle): search on known, no search on unknown',
-            series: oracle.map(([k, label], i) =>
-              line(
-                label,
-                col((p) => p.extra[k] ?? null),
-                i === 0 ? 4 : 5,
-              ),
+            series: lines(
+              points,
+              oracle.map(([k, label], i) => [label, extra(k), i === 0 ? 4 : 5] as const),
             ),
           },
         ]
@@ -104,62 +90,33 @@ function charts(points: StepPoint[]) {
     {
       id: 'chart-loss',
       title: 'loss parts',
-      series: [
-        line(
-          'loss',
-          col((p) => p.loss),
-          6,
-        ),
-        line(
-          'GRPO',
-          col((p) => p.lossGrpo),
-          0,
-        ),
-        line(
-          'λ·AKBE',
-          col((p) => p.lossAkbe),
-          1,
-        ),
-      ],
+      series: lines(points, [
+        ['loss', (p) => p.loss, 6],
+        ['GRPO', (p) => p.lossGrpo, 0],
+        ['λ·AKBE', (p) => p.lossAkbe, 1],
+      ]),
     },
     {
       id: 'chart-speed',
       title: 'tokens / s',
-      series: [
-        line(
-          'tokens/s',
-          col((p) => p.tokensPerSecond),
-          5,
-        ),
-      ],
+      series: lines(points, [['tokens/s', (p) => p.tokensPerSecond, 5]]),
     },
     {
       id: 'chart-seconds',
       title: 'seconds per step',
-      series: [
-        line(
-          'rollout s',
-          col((p) => p.rolloutSeconds),
-          0,
-        ),
-        line(
-          'train s',
-          col((p) => p.trainSeconds),
-          2,
-        ),
-      ],
+      series: lines(points, [
+        ['rollout s', (p) => p.rolloutSeconds, 0],
+        ['train s', (p) => p.trainSeconds, 2],
+      ]),
     },
     ...(extraKeys.length
       ? [
           {
             id: 'chart-extra',
             title: 'other recorded scalars',
-            series: extraKeys.map((k, i) =>
-              line(
-                k,
-                col((p) => p.extra[k] ?? null),
-                i,
-              ),
+            series: lines(
+              points,
+              extraKeys.map((k, i) => [k, extra(k), i] as const),
             ),
           },
         ]
@@ -196,10 +153,32 @@ function Audit({ runId }: { runId: string }) {
         )}</tbody></table>`
       }
       ${r.notes.map((n) => html`<p class="note">note: ${n}</p>`)}
+      <${VerifiedTraining} runId=${runId} record=${state.verifyTraining} />
     </div>`;
   }
   return html`<section><h2>Audit</h2>
     <button onClick=${run} disabled=${state === 'running'}>${state === 'idle' ? 'Run the audit (akbe replay)' : 'Run it again'}</button>${body}</section>`;
+}
+
+/**
+ * The last `akbe replay --verify-training` verdict (docs/training.md): re-training costs the run's
+ * training time, so the page shows the kept verdict and the command, and never starts one.
+ */
+function VerifiedTraining({ runId, record }: { runId: string; record: AuditResult['verifyTraining'] }) {
+  const command = `akbe replay --run ${runId} --verify-training`;
+  if (!record)
+    return html`<p class="verify" data-verify="none">Training not verified: <code>${command}</code> re-trains every step from v0 and compares each published checkpoint.</p>`;
+  const r = record.result;
+  const when = `${record.at} (over ${record.events} events)`;
+  if (r.ok)
+    return html`<p class="verify ok" data-verify="ok"><b>training verified</b>: ${r.steps} steps re-derived from v0, every published checkpoint bit for bit, at ${when}.</p>`;
+  const d = r.largest;
+  return html`<div class="verify error" data-verify="mismatch">
+    <p><b>training mismatch at step ${r.step}</b> (v${r.version}), after ${r.verified} verified steps, at ${when}:</p>
+    <ul>${r.problems.map((p) => html`<li>${p}</li>`)}</ul>
+    ${d && html`<p>largest parameter difference ${d.tensor}[${d.index}]: re-derived ${d.derived}, published ${d.published}</p>`}
+    <p>Re-run: <code>${command}</code></p>
+  </div>`;
 }
 
 interface QuestionRow {

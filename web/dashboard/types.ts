@@ -2,6 +2,7 @@
 export type { StepPoint } from '../../src/dashboard/points.js';
 
 import type { Mismatch } from '../../src/audit/audit.js';
+import type { VerifyRecord } from '../../src/audit/verify-record.js';
 import type { StepPoint } from '../../src/dashboard/points.js';
 
 export type { Mismatch };
@@ -42,4 +43,6 @@ export interface RunView {
 export interface AuditResult {
   verdict: 'clean' | 'mismatch';
   report: { mismatches: Mismatch[]; notes: string[]; checked: Record<string, number> };
+  /** The last `akbe replay --verify-training` verdict kept for the run, or null. */
+  verifyTraining: VerifyRecord | null;
 }

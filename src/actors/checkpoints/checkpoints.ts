@@ -227,7 +227,8 @@ export class CheckpointStore {
     );
     const model = uploaded.find((u) => u.file === 'model.safetensors')?.bytes;
     if (!model) throw new CheckpointMissingError(this.runId, version);
-    await this.setCurrentVersion(version);
+    // Not the run's current version: the orchestrator sets that when it records the version
+    // (run-steps.ts), so a trainer needs no KV write (issue 23: a KV write can roll the bucket up).
     const sha256 = sha256Hex(model);
     const manifest = manifestOf(new Map(files));
     // This process wrote (or checked) these bytes: later loads here need not hash them again.
@@ -251,7 +252,9 @@ export class CheckpointStore {
     await copyPresent(baseDir, dir, [...FILES, ...TOKENIZER_FILES], true);
     if (!existsSync(join(dir, 'model.safetensors')))
       throw new Error(`${baseDir}: no model.safetensors; build a base policy with akbe pretrain`);
-    return this.publish(0);
+    const published = await this.publish(0);
+    await this.setCurrentVersion(0);
+    return published;
   }
 
   /**

@@ -220,6 +220,56 @@ function presentsToken(req: IncomingMessage, token: string): boolean {
   return secretEquals(given, token);
 }
 
+/** The relay's WebSocket server on `http`: upgrades pass the page's guard, frames are bounded. */
+function relaySocketServer(http: Server, rules: GuardRules, maxMessageBytes: number): WebSocketServer {
+  return new WebSocketServer({
+    server: http,
+    // A hard bound on one frame (ws closes with 1009 above it); smaller over-cap messages are dropped.
+    maxPayload: Math.max(maxMessageBytes * 4, 64 * 1024),
+    verifyClient: (
+      info: { req: IncomingMessage },
+      done: (ok: boolean, code?: number, msg?: string) => void,
+    ) => {
+      // The upgrade request passes the same guard as the page (src/util/http-guard.ts).
+      const verdict = checkRequest(info.req, info.req.socket.localPort ?? 0, rules);
+      if (verdict.ok) done(true);
+      else done(false, verdict.status, verdict.reason);
+    },
+  });
+}
+
+/**
+ * One connection: a viewer gets what was kept, then every relayed message, and is closed if it
+ * sends; the producer (it presented the token) sends inspection messages, each checked and relayed.
+ */
+function relayConnection(
+  wss: WebSocketServer,
+  ws: WebSocket,
+  producer: boolean,
+  kept: KeptMessages,
+  counts: { relayed: number; dropped: number },
+  maxMessageBytes: number,
+): void {
+  if (!producer) for (const msg of kept.all()) ws.send(msg);
+  ws.on('message', (data, isBinary) => {
+    if (!producer) {
+      counts.dropped++;
+      ws.close(1008, 'viewers are read-only');
+      return;
+    }
+    const msg = isBinary ? '' : data.toString();
+    if (msg.length === 0 || msg.length > maxMessageBytes || !isInspectionMessage(msg)) {
+      counts.dropped++;
+      return;
+    }
+    counts.relayed++;
+    kept.add(msg);
+    for (const client of wss.clients)
+      if (client !== ws && client.readyState === WebSocket.OPEN) client.send(msg);
+  });
+  ws.on('error', () => undefined); // a viewer that vanishes is not the relay's failure
+}
+
 export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Promise<InspectorRelay> {
   const host = opts.host ?? '127.0.0.1';
   const maxMessageBytes = opts.maxMessageBytes ?? RELAY_DEFAULTS.maxMessageBytes;
@@ -240,47 +290,15 @@ export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Pro
     },
     opts.limits,
   );
-  const wss = new WebSocketServer({
-    server: http,
-    // A hard bound on one frame (ws closes with 1009 above it); smaller over-cap messages are dropped.
-    maxPayload: Math.max(maxMessageBytes * 4, 64 * 1024),
-    verifyClient: (
-      info: { req: IncomingMessage },
-      done: (ok: boolean, code?: number, msg?: string) => void,
-    ) => {
-      // The upgrade request passes the same guard as the page (src/util/http-guard.ts).
-      const verdict = checkRequest(info.req, info.req.socket.localPort ?? 0, rules);
-      if (verdict.ok) done(true);
-      else done(false, verdict.status, verdict.reason);
-    },
-  });
+  const wss = relaySocketServer(http, rules, maxMessageBytes);
   const kept = new KeptMessages(
     opts.keepMessages ?? RELAY_DEFAULTS.keepMessages,
     opts.keepBytes ?? RELAY_DEFAULTS.keepBytes,
   );
-  let relayed = 0;
-  let dropped = 0;
-  wss.on('connection', (ws, req) => {
-    const producer = presentsToken(req, token);
-    if (!producer) for (const msg of kept.all()) ws.send(msg);
-    ws.on('message', (data, isBinary) => {
-      if (!producer) {
-        dropped++;
-        ws.close(1008, 'viewers are read-only');
-        return;
-      }
-      const msg = isBinary ? '' : data.toString();
-      if (msg.length === 0 || msg.length > maxMessageBytes || !isInspectionMessage(msg)) {
-        dropped++;
-        return;
-      }
-      relayed++;
-      kept.add(msg);
-      for (const client of wss.clients)
-        if (client !== ws && client.readyState === WebSocket.OPEN) client.send(msg);
-    });
-    ws.on('error', () => undefined); // a viewer that vanishes is not the relay's failure
-  });
+  const counts = { relayed: 0, dropped: 0 };
+  wss.on('connection', (ws, req) =>
+    relayConnection(wss, ws, presentsToken(req, token), kept, counts, maxMessageBytes),
+  );
   // The WebSocket server re-emits the HTTP server's errors; listen() reports them.
   wss.on('error', () => undefined);
   const port = await listen(http, opts.port ?? 8080, host);
@@ -292,10 +310,10 @@ export async function startInspectorRelay(opts: InspectorRelayOptions = {}): Pro
     wsUrl: `ws://${shown}:${port}`,
     producerUrl: `ws://${shown}:${port}/produce?token=${token}`,
     get relayed() {
-      return relayed;
+      return counts.relayed;
     },
     get dropped() {
-      return dropped;
+      return counts.dropped;
     },
     get keptBytes() {
       return kept.bytes;

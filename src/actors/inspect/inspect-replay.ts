@@ -166,7 +166,32 @@ export function runInputFromLog(log: RunLog): RunInput {
  */
 export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnText'> = {}) {
   const rollouts = rolloutsById(log);
-  const toolTags = settingsOf(log.started).toolTags;
+  const find = (rolloutId: string) => {
+    const r = rollouts.get(rolloutId);
+    if (!r?.completed) throw new ReplayDivergenceError(`rollout ${rolloutId} is not in the log`);
+    return { r, done: r.completed };
+  };
+  const generate = recordedGenerate(find, settingsOf(log.started).toolTags, opts.turnText);
+  const callTool = recordedToolCall(find);
+  const train = recordedTrain(log);
+  return runMachine.provide({
+    actors: {
+      question: questionMachine.provide({
+        actors: { rollout: rolloutMachine.provide({ actors: { generate, callTool } }) },
+      }),
+      learner: learnerMachine.provide({ actors: { train } }),
+    },
+  });
+}
+
+type FindRollout = (rolloutId: string) => { r: RolloutLog; done: NonNullable<RolloutLog['completed']> };
+
+/** The generate actor of a re-play: each turn's tokens, logprobs and call span from the log. */
+function recordedGenerate(
+  find: FindRollout,
+  toolTags: readonly string[] | undefined,
+  turnText: ReplayOptions['turnText'],
+) {
   // Whether a rollout's spans are v2-shaped, once per rollout (not once per turn).
   const legacyOf = new Map<string, boolean>();
   const legacy = (rolloutId: string, d: Parameters<typeof legacySpans>[0]) => {
@@ -176,12 +201,7 @@ export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnTex
     legacyOf.set(rolloutId, v);
     return v;
   };
-  const find = (rolloutId: string) => {
-    const r = rollouts.get(rolloutId);
-    if (!r?.completed) throw new ReplayDivergenceError(`rollout ${rolloutId} is not in the log`);
-    return { r, done: r.completed };
-  };
-  const generate = fromPromise<GenerateResult, GenerateRequest>(async ({ input, signal }) => {
+  return fromPromise<GenerateResult, GenerateRequest>(async ({ input, signal }) => {
     signal.throwIfAborted();
     const { r, done } = find(input.rolloutId);
     const turn = r.turns.find((x) => x.data.turn === input.turn);
@@ -199,7 +219,6 @@ export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnTex
     // The call's span as recorded (response coordinates -> the turn's). An upcast v2 log records
     // none for a call refused by the limit (its old rule counted calls before observations only):
     // the whole turn stands in, as that rule would have read it (the reward is 0 either way).
-    const turnText = opts.turnText;
     if (turnText && !legacy(input.rolloutId, done.data)) {
       // With the run's tokenizer the span is derived from the turn's tokens as the live generate
       // actor derives it (rollout-actors.ts turnResult), so a forged one diverges.
@@ -216,7 +235,11 @@ export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnTex
       : [0, tokens.length];
     return { tokens, logprobs, text, finish, ...(tokens.length > 0 ? { callSpan } : {}) };
   });
-  const callTool = fromPromise<ToolResult, ToolRequest>(async ({ input, signal }) => {
+}
+
+/** The tool-call actor of a re-play: each call's observation and record from the log. */
+function recordedToolCall(find: FindRollout) {
+  return fromPromise<ToolResult, ToolRequest>(async ({ input, signal }) => {
     signal.throwIfAborted();
     const { r, done } = find(input.rolloutId);
     const tool = r.tools.find((x) => x.data.turn === input.turn);
@@ -235,7 +258,11 @@ export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnTex
       error: d.error,
     };
   });
-  const train = fromPromise<TrainResult, TrainRequest>(async ({ input, signal }) => {
+}
+
+/** The train actor of a re-play: each step's versions and metrics from its learner.step. */
+function recordedTrain(log: RunLog) {
+  return fromPromise<TrainResult, TrainRequest>(async ({ input, signal }) => {
     signal.throwIfAborted();
     const learner = log.steps.get(input.step)?.learner;
     if (!learner)
@@ -248,14 +275,6 @@ export function recordedMachines(log: RunLog, opts: Pick<ReplayOptions, 'turnTex
       metrics: { ...scalars, ...(tp === null ? {} : { tp }) },
       checkpoint: log.published.get(learner.data.policyVersionAfter)?.data.checkpoint,
     };
-  });
-  return runMachine.provide({
-    actors: {
-      question: questionMachine.provide({
-        actors: { rollout: rolloutMachine.provide({ actors: { generate, callTool } }) },
-      }),
-      learner: learnerMachine.provide({ actors: { train } }),
-    },
   });
 }
 

@@ -125,13 +125,12 @@ export function rolePermissions(role: NatsRole): Permissions {
         publish: {
           allow: [
             ...WORKER_JS,
-            // Publishing a checkpoint: object chunks + metadata, the purge of a replaced object,
-            // and the run's current version in KV (that key only: a run's lock, dedupe key and
-            // status are the orchestrator's). Open until accounts (issue 23 item 1): a rollup
-            // header on an allowed subject still purges the whole KV or object stream.
+            // Publishing a checkpoint: object chunks + metadata and the purge of a replaced
+            // object. No KV write: the orchestrator sets the run's current version (run-steps.ts).
+            // Open until accounts (issue 23 item 1): a rollup header on a meta subject, or a
+            // purge, can still empty the whole object stream.
             `$O.${CHECKPOINT_BUCKET}.>`,
             `$JS.API.STREAM.PURGE.${OBJ_STREAM}`,
-            `$KV.${RUNS_BUCKET}.*.policy`,
             'akbe.*.svc.train.progress',
             'akbe.*.dlq.>',
           ],

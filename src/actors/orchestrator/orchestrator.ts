@@ -74,6 +74,7 @@ async function trainHoldingLock(
       seqToRollout: services.seqToRollout,
       sink,
       published: run.published,
+      setCurrentVersion: (v) => checkpoints.setCurrentVersion(v),
       padId: loaded.padId,
       log,
       signal: lock.signal,

@@ -57,10 +57,35 @@ export function runSetup(r: LoadedRun): RunSetup {
     index: r.index.dir,
     indexFingerprint: r.spec.indexFingerprint ?? r.index.fingerprint,
   };
+  const config = startedConfig(r, spec, maxResponseTokens, toolTags);
+  return {
+    maxResponseTokens,
+    note,
+    spec,
+    runStarted: {
+      algo: cfg.algo,
+      config,
+      seeds: { run: cfg.seed },
+      worldRef: spec.worldDir,
+      policyRef: spec.basePolicy,
+      akbeVersion: r.akbeVersion,
+    },
+    machineInput: machineInputOf(r, maxResponseTokens, toolTags),
+  };
+}
+
+/** run.started's config: flat, JSON only. */
+function startedConfig(
+  r: LoadedRun,
+  spec: RunSpec,
+  maxResponseTokens: number,
+  toolTags: string[],
+): { [key: string]: Json } {
+  const cfg = r.spec.train;
   // Flat: every TrainConfig key at the top level (what an auditor reads), the effective response
   // limit, the batch padding, the tools, where the world, the index and the base policy are, and
   // the dev evaluation's settings (a resumed run evaluates as it was started).
-  const config = JSON.parse(
+  return JSON.parse(
     JSON.stringify({
       ...cfg,
       configuredMaxResponseTokens: cfg.maxResponseTokens,
@@ -83,43 +108,35 @@ export function runSetup(r: LoadedRun): RunSetup {
       plugins: spec.plugins?.length ? spec.plugins : undefined,
     }),
   ) as { [key: string]: Json };
+}
+
+/** The run machine's input: the questions, the step's shape and limits, the learner's settings. */
+function machineInputOf(r: LoadedRun, maxResponseTokens: number, toolTags: string[]): RunInput {
+  const cfg = r.spec.train;
   return {
-    maxResponseTokens,
-    note,
-    spec,
-    runStarted: {
+    runSeed: cfg.seed,
+    steps: cfg.steps,
+    questions: r.questions,
+    batchQuestions: cfg.batchQuestions,
+    gWithTool: cfg.gWithTool,
+    gNoTool: cfg.gNoTool,
+    limits: { toolTags, maxToolCalls: cfg.maxToolCalls, maxResponseTokens },
+    sampling: { temperature: cfg.temperature, topP: cfg.topP },
+    initialVersion: r.resume?.version ?? 0,
+    initialStep: r.resume ? r.resume.step + 1 : 0,
+    ...(cfg.maxStaleness > 0 ? { maxStaleness: cfg.maxStaleness } : {}),
+    learner: {
+      miniBatchQuestions: cfg.miniBatchQuestions,
       algo: cfg.algo,
-      config,
-      seeds: { run: cfg.seed },
-      worldRef: spec.worldDir,
-      policyRef: spec.basePolicy,
-      akbeVersion: r.akbeVersion,
-    },
-    machineInput: {
-      runSeed: cfg.seed,
-      steps: cfg.steps,
-      questions: r.questions,
-      batchQuestions: cfg.batchQuestions,
-      gWithTool: cfg.gWithTool,
-      gNoTool: cfg.gNoTool,
-      limits: { toolTags, maxToolCalls: cfg.maxToolCalls, maxResponseTokens },
-      sampling: { temperature: cfg.temperature, topP: cfg.topP },
-      initialVersion: r.resume?.version ?? 0,
-      initialStep: r.resume ? r.resume.step + 1 : 0,
-      ...(cfg.maxStaleness > 0 ? { maxStaleness: cfg.maxStaleness } : {}),
-      learner: {
-        miniBatchQuestions: cfg.miniBatchQuestions,
-        algo: cfg.algo,
-        algoOptions: cfg.algoOptions,
-        advantage: cfg.advantage,
-        targetSelection: cfg.targetSelection,
-        targetContext: cfg.targetContext,
-        akbeAggregation: cfg.akbeAggregation,
-        losses: lossTermsFor(cfg),
-        padId: r.padId,
-        padTo: r.context,
-        initialLastCategory: r.resume?.lastCategory ?? {},
-      },
+      algoOptions: cfg.algoOptions,
+      advantage: cfg.advantage,
+      targetSelection: cfg.targetSelection,
+      targetContext: cfg.targetContext,
+      akbeAggregation: cfg.akbeAggregation,
+      losses: lossTermsFor(cfg),
+      padId: r.padId,
+      padTo: r.context,
+      initialLastCategory: r.resume?.lastCategory ?? {},
     },
   };
 }

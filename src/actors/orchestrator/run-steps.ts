@@ -15,6 +15,7 @@ import { questionMachine } from '../../machines/question.js';
 import type { RolloutInput, rolloutMachine } from '../../machines/rollout.js';
 import { type RunOutput, runMachine } from '../../machines/run.js';
 import { rowsPerUpdate } from '../../rl/mini-batch.js';
+import type { TrainStepRequest } from '../../rl/train-request.js';
 import type { RolloutResult } from '../../rl/types.js';
 import { abortable } from '../../util/abortable.js';
 import { killPoint, killPointArmed } from '../../util/kill-point.js';
@@ -35,6 +36,12 @@ export interface StepDeps {
   seqToRollout: Map<number, DispatchedRollout>;
   sink: EventSink;
   published: Map<number, PublishedCheckpoint>;
+  /**
+   * Sets the run's current policy version in KV once a step's version is published: the
+   * orchestrator's job, not the trainer's (a trainer key that may write KV can roll the whole
+   * bucket up: every run's lock, status and pointer; issue 23).
+   */
+  setCurrentVersion: (version: number) => Promise<void>;
   padId: number;
   log: (line: string) => void;
   /** Aborts when the run must stop now (its lock was lost): the run machine is stopped. */
@@ -47,46 +54,12 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
   const from = { steps: input.initialStep ?? 0, policyVersion: input.initialVersion ?? 0 };
   if (from.steps >= input.steps) return from;
   const cfg = o.spec.train;
-  const { runId, js, nc } = o;
+  const { runId } = o;
   // Dispatch epoch: a resumed orchestrator's commands must not collide with the purged ones' ids.
   const epoch = Date.now();
   const timer = new StepTimer(cfg.batchQuestions * (cfg.gWithTool + cfg.gNoTool));
-  const rollout = fromPromise<RolloutResult, RolloutInput>(async ({ input, signal }) => {
-    const { step, rolloutId } = input;
-    if (!d.watcher.has(rolloutId))
-      d.seqToRollout.set(await dispatchRollout(js, { runId, input }, epoch), { rolloutId, step });
-    const result = await abortable(d.watcher.wait(input.rolloutId), signal);
-    o.onRollout?.(step, timer.rolloutDone(step), timer.rolloutsPerStep);
-    return result;
-  });
-  // The batch each step trained on, for learner.step.batch (dropped once the event is formed).
-  const trainBatches = new Map<number, TrainRequest['batch']>();
-  // The digest of each step's request as sent (learner.step.requestSha256).
-  const requestDigests = new Map<number, string>();
-  const train = fromPromise<TrainResult, TrainRequest>(async ({ input, signal }) => {
-    trainBatches.set(input.step, input.batch);
-    timer.trainStarted(input.step);
-    const request = {
-      step: input.step,
-      policyVersion: input.policyVersion,
-      batch: input.batch,
-      losses: input.losses,
-      lr: cfg.lr,
-      epochs: cfg.ppoEpochs,
-      rowsPerUpdate: rowsPerUpdate(cfg.miniBatchQuestions, cfg.gWithTool),
-      padId: d.padId,
-    };
-    requestDigests.set(input.step, trainRequestDigest(runId, request));
-    const r = await abortable(requestTrain(nc, runId, request, { signal, seed: o.signingSeed }), signal);
-    // DPO: the reference's sequence logprobs the trainer computed, for learner.step's record.
-    if (r.refLogp) input.batch.refLogp = Float32Array.from(r.refLogp);
-    d.published.set(r.version, {
-      ...r.published,
-      ...(r.requestSha256 ? { requestSha256: r.requestSha256 } : {}),
-    });
-    timer.trainDone(input.step, r.metrics.trainSeconds ?? 0, r.metrics.tokensPerSecond ?? 0);
-    return { version: r.version, metrics: r.metrics, checkpoint: r.published.checkpoint };
-  });
+  const rollout = rolloutActor(o, d, timer, epoch);
+  const { train, trainBatches, requestDigests } = trainActor(o, d, timer);
   const machine = runMachine.provide({
     actors: {
       // The question machine's `rollout` slot is typed as the rollout machine; any actor logic
@@ -138,4 +111,55 @@ export async function runSteps(o: TrainingOptions, setup: RunSetup, d: StepDeps)
   });
   await d.sink.flush();
   return out;
+}
+
+/** The rollout actor: dispatches the rollout's command (unless the log has it) and resolves from the log. */
+function rolloutActor(o: TrainingOptions, d: StepDeps, timer: StepTimer, epoch: number) {
+  const { runId, js } = o;
+  return fromPromise<RolloutResult, RolloutInput>(async ({ input, signal }) => {
+    const { step, rolloutId } = input;
+    if (!d.watcher.has(rolloutId))
+      d.seqToRollout.set(await dispatchRollout(js, { runId, input }, epoch), { rolloutId, step });
+    const result = await abortable(d.watcher.wait(input.rolloutId), signal);
+    o.onRollout?.(step, timer.rolloutDone(step), timer.rolloutsPerStep);
+    return result;
+  });
+}
+
+/**
+ * The train actor (svc.train, the checkpoint it publishes), with what learner.step records of each
+ * step's request: the batch it trained on and the digest of the request as sent (both dropped
+ * once the event is formed).
+ */
+function trainActor(o: TrainingOptions, d: StepDeps, timer: StepTimer) {
+  const cfg = o.spec.train;
+  const { runId, nc } = o;
+  const trainBatches = new Map<number, TrainRequest['batch']>();
+  const requestDigests = new Map<number, string>();
+  const train = fromPromise<TrainResult, TrainRequest>(async ({ input, signal }) => {
+    trainBatches.set(input.step, input.batch);
+    timer.trainStarted(input.step);
+    const request: TrainStepRequest = {
+      step: input.step,
+      policyVersion: input.policyVersion,
+      batch: input.batch,
+      losses: input.losses,
+      lr: cfg.lr,
+      epochs: cfg.ppoEpochs,
+      rowsPerUpdate: rowsPerUpdate(cfg.miniBatchQuestions, cfg.gWithTool),
+      padId: d.padId,
+    };
+    requestDigests.set(input.step, trainRequestDigest(runId, request));
+    const r = await abortable(requestTrain(nc, runId, request, { signal, seed: o.signingSeed }), signal);
+    // DPO: the reference's sequence logprobs the trainer computed, for learner.step's record.
+    if (r.refLogp) input.batch.refLogp = Float32Array.from(r.refLogp);
+    d.published.set(r.version, {
+      ...r.published,
+      ...(r.requestSha256 ? { requestSha256: r.requestSha256 } : {}),
+    });
+    await d.setCurrentVersion(r.version);
+    timer.trainDone(input.step, r.metrics.trainSeconds ?? 0, r.metrics.tokensPerSecond ?? 0);
+    return { version: r.version, metrics: r.metrics, checkpoint: r.published.checkpoint };
+  });
+  return { train, trainBatches, requestDigests };
 }

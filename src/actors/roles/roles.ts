@@ -26,9 +26,7 @@ import { PolicyHost } from '../../gpu/policy-host.js';
 import type { DeviceChoice } from '../../gpu/session.js';
 import { loadRecordedPlugins, type PluginRef, pluginRefsOf } from '../../plugins/plugins.js';
 import { IndexSearcher } from '../../retrieval/searcher.js';
-import { lossTermsFor } from '../../rl/algorithms/index.js';
 import { DEFAULT_TRAIN_CONFIG, type TrainConfig, validateTrainConfig } from '../../rl/config.js';
-import { trainerPlan } from '../../rl/losses.js';
 import { CompletionsClient } from '../../serve/completions-client.js';
 import { loadEnvironment, stopPieces, type TextEnvironment } from '../../text/environment.js';
 import { DEFAULT_TOOLS } from '../../tools/registry.js';
@@ -41,6 +39,7 @@ import { type EngineSync, ExternalPolicy } from '../services/policy/external-pol
 import { PolicyHandle, PolicyService, type ServedPolicy } from '../services/policy/policy-service.js';
 import { SearchService } from '../services/search/search-service.js';
 import { TrainerService } from '../services/trainer/trainer-service.js';
+import { trainerOptionsOf } from './trainer-options.js';
 
 export const ROLES = ['rollout', 'policy', 'search', 'trainer'] as const;
 export type Role = (typeof ROLES)[number];
@@ -135,22 +134,7 @@ export async function startPolicyHandle(
     intraOpThreads: opts.threads,
     vocabPieces: opts.vocabPieces,
     batchInvariant: spec.train.batchInvariantDecode,
-    // A DPO algorithm's graph has the pair inputs and the reference's sequence logprobs;
-    // asynchronous runs train stale rows with the decoupled objective (its graph takes pi_prox).
-    // The dual clip and the log-ratio clamp change the graph (null omits them); their bounds and
-    // L_GRPO's aggregation are fixed for the run (config.dualClip, logRatioClamp, lossAgg).
-    trainer: {
-      akbeLoss: spec.train.akbeLossForm,
-      aggregation: spec.train.lossAgg,
-      dualClip: spec.train.dualClip !== null,
-      logRatioClamp: spec.train.logRatioClamp !== null,
-      hyper: {
-        ...(spec.train.dualClip !== null ? { dualClipC: spec.train.dualClip } : {}),
-        ...(spec.train.logRatioClamp !== null ? { ratioClamp: spec.train.logRatioClamp } : {}),
-      },
-      dpo: trainerPlan(lossTermsFor(spec.train)).dpoGraph,
-      ...(spec.train.maxStaleness > 0 ? { decoupled: true } : {}),
-    },
+    trainer: trainerOptionsOf(spec.train),
   });
   const handle = new PolicyHandle(
     host,
@@ -300,19 +284,7 @@ export async function startRoles(
       }
     }
     if (roles.includes('rollout')) {
-      // The run's events this worker appends get message ids keyed by its own credentials' seed
-      // (unpredictable to every other role), or by the run's KV key without credentials.
-      const { key } = await messageKeyOf(runId, opts.credentialSeed, () => checkpoints.dedupeKey());
-      store.useDedupeKey(runId, key);
-      const w = await RolloutWorker.start(nc, js, store, {
-        runId,
-        env: await environment(),
-        topK: spec.topK,
-        tools: spec.tools,
-        concurrency: opts.concurrency,
-        inspect: opts.inspect,
-        log: opts.log,
-      });
+      const w = await startRolloutRole({ nc, js, store, checkpoints, runId, spec, opts, environment });
       started.rollout = w;
       stops.push(() => w.stop());
     }
@@ -321,6 +293,33 @@ export async function startRoles(
     throw err;
   }
   return started;
+}
+
+/** The rollout role: a worker taking the run's rollout commands. */
+async function startRolloutRole(r: {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  store: EventStore;
+  checkpoints: CheckpointStore;
+  runId: string;
+  spec: RunSpec;
+  opts: RoleOptions;
+  environment: () => Promise<TextEnvironment>;
+}): Promise<RolloutWorker> {
+  const { runId, opts } = r;
+  // The run's events this worker appends get message ids keyed by its own credentials' seed
+  // (unpredictable to every other role), or by the run's KV key without credentials.
+  const { key } = await messageKeyOf(runId, opts.credentialSeed, () => r.checkpoints.dedupeKey());
+  r.store.useDedupeKey(runId, key);
+  return RolloutWorker.start(r.nc, r.js, r.store, {
+    runId,
+    env: await r.environment(),
+    topK: r.spec.topK,
+    tools: r.spec.tools,
+    concurrency: opts.concurrency,
+    inspect: opts.inspect,
+    log: opts.log,
+  });
 }
 
 /** The run's spec from its run.started config (what `akbe worker` and `akbe train --resume` use). */

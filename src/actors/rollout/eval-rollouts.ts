@@ -11,7 +11,7 @@
  */
 import { createActor, fromPromise, toPromise } from 'xstate';
 import type { GenerateRequest as DecodeRequest, GenerateResult as DecodeResult } from '../../gpu/decoder.js';
-import { rolloutIdUnder } from '../../machines/question.js';
+import { fanOut } from '../../machines/question.js';
 import {
   type GenerateRequest,
   type GenerateResult,
@@ -67,36 +67,34 @@ export async function evalRollouts(
   o: EvalRolloutOptions,
 ): Promise<RolloutResult[]> {
   const machine = rolloutMachine.provide({ actors: o.actors });
-  const jobs: Array<{ q: EvalQuestionSpec; path: RolloutPath; k: number }> = [];
-  for (const q of questions)
-    for (const path of ['no-tool', 'with-tool'] as const)
-      for (let k = 0; k < (o.samplesPerPath?.[path] ?? o.samples); k++) jobs.push({ q, path, k });
+  // The one fan-out (machines/question.ts), no-tool first, seeded from the `eval` stream; the
+  // response budget cut per question to what the context leaves after its prompt.
+  const jobs = questions.flatMap((q) =>
+    fanOut({
+      idPrefix: o.idPrefix ?? 'eval',
+      step: 0, // not a training step: an evaluation's rollouts become no rollout events
+      question: q,
+      paths: ['no-tool', 'with-tool'],
+      counts: {
+        'no-tool': o.samplesPerPath?.['no-tool'] ?? o.samples,
+        'with-tool': o.samplesPerPath?.['with-tool'] ?? o.samples,
+      },
+      policyVersion: o.policyVersion,
+      seedOf: (path, k) => deriveSeed(o.seed, 'eval', q.id, path, k),
+      limitsOf: (prompt) => ({
+        ...o.limits,
+        maxResponseTokens: Math.max(1, Math.min(o.limits.maxResponseTokens, o.context - prompt.length)),
+      }),
+      sampling: { temperature: o.temperature, topP: o.topP ?? 1 },
+    }),
+  );
   const out = new Array<RolloutResult>(jobs.length);
   let next = 0;
   let done = 0;
   const worker = async () => {
     while (next < jobs.length) {
       const i = next++;
-      const { q, path, k } = jobs[i];
-      const prompt = path === 'with-tool' ? q.withToolPrompt : q.noToolPrompt;
-      const actor = createActor(machine, {
-        input: {
-          step: 0, // not a training step: an evaluation's rollouts become no rollout events
-          questionId: q.id,
-          rolloutId: rolloutIdUnder(o.idPrefix ?? 'eval', q.id, path, k),
-          index: k,
-          path,
-          policyVersion: o.policyVersion,
-          promptTokens: prompt,
-          gold: q.gold,
-          seed: deriveSeed(o.seed, 'eval', q.id, path, k),
-          limits: {
-            ...o.limits,
-            maxResponseTokens: Math.max(1, Math.min(o.limits.maxResponseTokens, o.context - prompt.length)),
-          },
-          sampling: { temperature: o.temperature, topP: o.topP ?? 1 },
-        },
-      });
+      const actor = createActor(machine, { input: jobs[i] });
       const result = toPromise(actor);
       actor.start();
       out[i] = await result;

@@ -57,6 +57,7 @@ const dashboard: CommandSpec = {
         actors,
         assetsDir: defaultAssetsDir(),
         experimentsDir: (ctx.flags.experiments as string | undefined) ?? join(home, 'experiments'),
+        runsDir: join(home, 'runs'),
         port,
         host,
         allowHosts: ctx.flags['allow-host'] as string[] | undefined,

@@ -127,13 +127,12 @@ function natsGone(err: unknown): string | null {
   return null;
 }
 
-/**
- * Runs the grid in order; returns the number of runs not completed: failed (now or before), or
- * not run because the NATS server was lost.
- */
-export async function runGrid(o: GridOptions): Promise<number> {
-  const jobs = await Promise.all(o.runs.map((r) => jobConfigOf(o.spec, r)));
-  const states = await Promise.all(o.runs.map((r) => runStateOf(o.store, r.runId)));
+/** Throws when a run of the grid was recorded with another config than its cell's now. */
+function refuseDrift(
+  o: GridOptions,
+  jobs: ReadonlyArray<Awaited<ReturnType<typeof jobConfigOf>>>,
+  states: ReadonlyArray<Awaited<ReturnType<typeof runStateOf>>>,
+): void {
   o.runs.forEach((r, i) => {
     const recorded = states[i].config;
     const drift = recorded ? configDrift(recorded, jobs[i]) : [];
@@ -144,6 +143,16 @@ export async function runGrid(o: GridOptions): Promise<number> {
         `run ${r.runId} was recorded with ${drift.join(', ')}; rename the experiment (name:) to run a changed grid`,
       );
   });
+}
+
+/**
+ * Runs the grid in order; returns the number of runs not completed: failed (now or before), or
+ * not run because the NATS server was lost.
+ */
+export async function runGrid(o: GridOptions): Promise<number> {
+  const jobs = await Promise.all(o.runs.map((r) => jobConfigOf(o.spec, r)));
+  const states = await Promise.all(o.runs.map((r) => runStateOf(o.store, r.runId)));
+  refuseDrift(o, jobs, states);
   const total = jobs.reduce((a, j) => a + j.train.steps, 0);
   const logDir = join(o.home, 'experiments', o.spec.name, 'logs');
   mkdirSync(logDir, { recursive: true });

@@ -66,26 +66,7 @@ export async function parseJobConfig(
   over: Partial<TrainConfig> = {},
   extraPlugins: readonly string[] = [],
 ): Promise<JobConfig> {
-  let raw: unknown;
-  try {
-    raw = file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
-  } catch (err) {
-    throw new ConfigFileError(
-      file,
-      '',
-      `not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`,
-      { cause: err },
-    );
-  }
-  raw ??= {};
-  if (typeof raw !== 'object' || Array.isArray(raw))
-    throw new ConfigFileError(file, '', 'must be a mapping of settings');
-  const rest: Record<string, unknown> = { ...(raw as Record<string, unknown>) };
-  const run: Record<string, unknown> = {};
-  for (const k of RUN_KEYS) {
-    if (k in rest) run[k] = rest[k];
-    delete rest[k];
-  }
+  const { rest, run } = splitKeys(parseText(text, file));
   // Before the validation: a plugin may register the algorithm or tool the config names.
   const plugins = await configPlugins(run.plugins, file, extraPlugins);
   let train: TrainConfig;
@@ -116,30 +97,11 @@ export async function parseJobConfig(
       );
     return v;
   };
-  const splits = (run.evalSplits ?? ['dev']) as unknown;
-  if (!Array.isArray(splits) || !splits.every((s) => s === 'train' || s === 'dev' || s === 'test'))
-    throw new ConfigFileError(
-      file,
-      'evalSplits',
-      `config.evalSplits must be a list of train|dev|test, got ${JSON.stringify(splits)}`,
-    );
+  const splits = evalSplitsOf(run.evalSplits, file);
   const keepCheckpoints = run.keepCheckpoints ?? DEFAULT_KEEP_CHECKPOINTS;
   const keepProblem = keepCheckpointsProblem(keepCheckpoints, train.maxStaleness);
   if (keepProblem) throw new ConfigFileError(file, 'keepCheckpoints', keepProblem);
-  let tools: string[] | undefined;
-  if (run.tools !== undefined) {
-    if (!Array.isArray(run.tools) || !run.tools.every((x) => typeof x === 'string'))
-      throw new ConfigFileError(
-        file,
-        'tools',
-        `config.tools must be a list of tool names, got ${JSON.stringify(run.tools)}`,
-      );
-    try {
-      tools = toolsNamed(run.tools as string[]).map((t) => t.name);
-    } catch (err) {
-      throw new ConfigFileError(file, 'tools', `config.tools: ${(err as Error).message}`, { cause: err });
-    }
-  }
+  const tools = configTools(run.tools, file);
   return {
     train,
     world: str('world'),
@@ -148,10 +110,67 @@ export async function parseJobConfig(
     tools,
     index: str('index'),
     evalQuestions: int('evalQuestions', 0, 32),
-    evalSplits: splits as JobConfig['evalSplits'],
+    evalSplits: splits,
     keepCheckpoints: keepCheckpoints as number,
     plugins,
   };
+}
+
+/** The file's settings as a mapping (YAML, or JSON for a .json file); an empty file is {}. */
+function parseText(text: string, file: string): Record<string, unknown> {
+  let raw: unknown;
+  try {
+    raw = file.endsWith('.json') ? JSON.parse(text) : YAML.parse(text);
+  } catch (err) {
+    throw new ConfigFileError(
+      file,
+      '',
+      `not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`,
+      { cause: err },
+    );
+  }
+  raw ??= {};
+  if (typeof raw !== 'object' || Array.isArray(raw))
+    throw new ConfigFileError(file, '', 'must be a mapping of settings');
+  return raw as Record<string, unknown>;
+}
+
+/** The run's own keys (RUN_KEYS) apart from the rest, which is the TrainConfig. */
+function splitKeys(raw: Record<string, unknown>) {
+  const rest: Record<string, unknown> = { ...raw };
+  const run: Record<string, unknown> = {};
+  for (const k of RUN_KEYS) {
+    if (k in rest) run[k] = rest[k];
+    delete rest[k];
+  }
+  return { rest, run };
+}
+
+function evalSplitsOf(listed: unknown, file: string): JobConfig['evalSplits'] {
+  const splits = listed ?? ['dev'];
+  if (!Array.isArray(splits) || !splits.every((s) => s === 'train' || s === 'dev' || s === 'test'))
+    throw new ConfigFileError(
+      file,
+      'evalSplits',
+      `config.evalSplits must be a list of train|dev|test, got ${JSON.stringify(splits)}`,
+    );
+  return splits as JobConfig['evalSplits'];
+}
+
+/** config.tools as registered tool names (undefined: the default). */
+function configTools(listed: unknown, file: string): string[] | undefined {
+  if (listed === undefined) return undefined;
+  if (!Array.isArray(listed) || !listed.every((x) => typeof x === 'string'))
+    throw new ConfigFileError(
+      file,
+      'tools',
+      `config.tools must be a list of tool names, got ${JSON.stringify(listed)}`,
+    );
+  try {
+    return toolsNamed(listed as string[]).map((t) => t.name);
+  } catch (err) {
+    throw new ConfigFileError(file, 'tools', `config.tools: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /** Loads a config's `plugins` (paths relative to the config file) and then `--plugin`'s (to the cwd). */

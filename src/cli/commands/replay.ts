@@ -159,6 +159,72 @@ function hold(seconds: number | 'interrupt'): Promise<void> {
   });
 }
 
+/**
+ * The audit of the run's log (and, with --verify-training, its re-training), printed as text or
+ * one JSON object; true when it passed.
+ */
+async function auditLog(
+  ctx: CommandContext,
+  log: RunLog,
+  o: { verify: boolean; fromFile: boolean },
+): Promise<boolean> {
+  // The run's plugins (sha256-checked) before the audit reads its algorithm from the registry.
+  const { loadRecordedPlugins } = await import('../../plugins/plugins.js');
+  const plugins = await loadRecordedPlugins(log.started?.data.config.plugins);
+  if (plugins.length)
+    ctx.err.write(`akbe replay: loaded the run's plugins: ${plugins.map((p) => p.path).join(', ')}\n`);
+  const { auditPassed, auditRunLog } = await import('../../audit/audit.js');
+  const { formatAuditReport } = await import('../../audit/report-format.js');
+  // The run's checkpoints, where this machine has them (akbe train's run dir under home).
+  const { akbeHome } = await import('../../actors/nats/server-record.js');
+  const home = (ctx.flags.home as string | undefined) ?? akbeHome();
+  const report = auditRunLog(log, {
+    ...(log.runId ? { checkpointsDir: join(home, 'runs', log.runId, 'checkpoints') } : {}),
+    keepRequests: o.verify,
+  });
+  let passed = auditPassed(report);
+  const { requests: _kept, ...printed } = report;
+  if (!ctx.flags.json) ctx.out.write(formatAuditReport(report));
+  let verdict: unknown;
+  if (o.verify) {
+    const { verifyRunTraining, formatVerdict } = await import('./replay-verify.js');
+    const v = await verifyRunTraining(ctx, log, report, { home, fromFile: o.fromFile });
+    if (!ctx.flags.json) ctx.out.write(formatVerdict(v));
+    passed &&= v.ok;
+    verdict = v;
+  }
+  if (ctx.flags.json)
+    ctx.out.write(`${JSON.stringify(o.verify ? { ...printed, verifyTraining: verdict } : printed)}\n`);
+  return passed;
+}
+
+/** `--inspect`: the run's machines re-played to the Stately inspector; true when identical to the log. */
+async function inspectReplay(
+  ctx: CommandContext,
+  log: RunLog,
+  port: number,
+  holdFor: number | 'interrupt',
+): Promise<boolean> {
+  const { startInspector } = await import('../../actors/inspect/inspect.js');
+  const { replayRun } = await import('../../actors/inspect/inspect-replay.js');
+  const turnText = await runTurnText(ctx, log);
+  await using insp = await startInspector({ port, open: !process.env.CI });
+  ctx.err.write(
+    `inspector: open ${insp.url} (the Stately inspector, fed by the relay at ${insp.wsUrl}; docs/inspector.md)\n`,
+  );
+  const r = await replayRun(log, { inspect: insp.inspect, turnText });
+  for (const d of r.divergences) ctx.out.write(`DIVERGENCE seq ${d.seq}: ${d.what}\n`);
+  ctx.err.write(
+    `inspector: re-played ${r.steps} steps (${r.facts} facts, ${insp.sent} inspection events)${r.divergences.length ? `, ${r.divergences.length} divergences` : ', identical to the log'}\n`,
+  );
+  if (holdFor !== 0)
+    ctx.err.write(
+      `inspector: relay up at ${insp.url}${holdFor === 'interrupt' ? ' until Ctrl-C' : ` for ${holdFor} s`}\n`,
+    );
+  await hold(holdFor);
+  return r.divergences.length === 0;
+}
+
 const replay: CommandSpec = {
   path: ['replay'],
   summary:
@@ -199,6 +265,17 @@ const replay: CommandSpec = {
       value: 'S',
       description: 'seconds the relay stays up after the re-play (default: until Ctrl-C; 0 when CI is set)',
     },
+    'verify-training': {
+      type: 'boolean',
+      description:
+        "re-train every step from v0 on the train requests rebuilt from the log and compare each result with its policy.published, file by file (exit 1 naming the first step that differs); costs the run's training time",
+    },
+    base: {
+      type: 'string',
+      value: 'DIR',
+      description:
+        "with --verify-training: the run's base policy directory (v0, checked against run.started's sha256); needed with --file unless the run's own v0 is under the home",
+    },
     json: { type: 'boolean', description: 'print the audit report as one JSON object' },
     signer: {
       type: 'string',
@@ -222,6 +299,10 @@ const replay: CommandSpec = {
     if (!inspect && (ctx.flags['inspect-hold'] !== undefined || ctx.flags['inspect-port'] !== '8080'))
       throw new UsageError('--inspect-port and --inspect-hold need --inspect');
 
+    const verify = ctx.flags['verify-training'] === true;
+    if (verify && question !== undefined)
+      throw new UsageError('--verify-training and --question do not go together');
+    if (!verify && ctx.flags.base !== undefined) throw new UsageError('--base needs --verify-training');
     if (!file && (ctx.flags.signer !== undefined || ctx.flags.unsigned))
       throw new UsageError('--signer and --unsigned need --file');
     if (file && !ctx.flags.unsigned) await verifySeal(ctx, file);
@@ -245,25 +326,8 @@ const replay: CommandSpec = {
       if (!inspect) return 0;
     }
 
-    let failed = false;
-    if (question === undefined) {
-      // The run's plugins (sha256-checked) before the audit reads its algorithm from the registry.
-      const { loadRecordedPlugins } = await import('../../plugins/plugins.js');
-      const plugins = await loadRecordedPlugins(log.started?.data.config.plugins);
-      if (plugins.length)
-        ctx.err.write(`akbe replay: loaded the run's plugins: ${plugins.map((p) => p.path).join(', ')}\n`);
-      const { auditPassed, auditRunLog } = await import('../../audit/audit.js');
-      const { formatAuditReport } = await import('../../audit/report-format.js');
-      // The run's checkpoints, where this machine has them (akbe train's run dir under home).
-      const { akbeHome } = await import('../../actors/nats/server-record.js');
-      const home = (ctx.flags.home as string | undefined) ?? akbeHome();
-      const report = auditRunLog(log, {
-        ...(log.runId ? { checkpointsDir: join(home, 'runs', log.runId, 'checkpoints') } : {}),
-      });
-      ctx.out.write(ctx.flags.json ? `${JSON.stringify(report)}\n` : formatAuditReport(report));
-      failed = !auditPassed(report);
-    }
-
+    let failed =
+      question === undefined && !(await auditLog(ctx, log, { verify, fromFile: file !== undefined }));
     if (ctx.flags.rerun === true && !inspect) {
       const { replayRun } = await import('../../actors/inspect/inspect-replay.js');
       const r = await replayRun(log, { turnText: await runTurnText(ctx, log) });
@@ -274,26 +338,7 @@ const replay: CommandSpec = {
       failed ||= r.divergences.length > 0;
     }
 
-    if (inspect) {
-      const { startInspector } = await import('../../actors/inspect/inspect.js');
-      const { replayRun } = await import('../../actors/inspect/inspect-replay.js');
-      const turnText = await runTurnText(ctx, log);
-      await using insp = await startInspector({ port, open: !process.env.CI });
-      ctx.err.write(
-        `inspector: open ${insp.url} (the Stately inspector, fed by the relay at ${insp.wsUrl}; docs/inspector.md)\n`,
-      );
-      const r = await replayRun(log, { inspect: insp.inspect, turnText });
-      for (const d of r.divergences) ctx.out.write(`DIVERGENCE seq ${d.seq}: ${d.what}\n`);
-      ctx.err.write(
-        `inspector: re-played ${r.steps} steps (${r.facts} facts, ${insp.sent} inspection events)${r.divergences.length ? `, ${r.divergences.length} divergences` : ', identical to the log'}\n`,
-      );
-      failed ||= r.divergences.length > 0;
-      if (holdFor !== 0)
-        ctx.err.write(
-          `inspector: relay up at ${insp.url}${holdFor === 'interrupt' ? ' until Ctrl-C' : ` for ${holdFor} s`}\n`,
-        );
-      await hold(holdFor);
-    }
+    if (inspect) failed = !(await inspectReplay(ctx, log, port, holdFor)) || failed;
     return failed ? 1 : 0;
   },
 };

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { type AkbeNats, akbeHome, connectAkbeNats, NatsLostError } from '../../actors/nats/connection.js';
 import { formatStepLine, runTraining } from '../../actors/orchestrator/orchestrator.js';
-import type { TrainingOptions } from '../../actors/orchestrator/training-options.js';
+import type { RunContext, TrainingOptions } from '../../actors/orchestrator/training-options.js';
 import {
   type EngineOptions,
   type EvalSettings,
@@ -74,8 +74,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   const spec = o.resume ? await readRunSpec(store, o.runId) : runSpecOfJob(o.job);
   const evalSettings = runEvalSettings(spec, o.job, (line) => o.err.write(`train: ${line}\n`));
   const evaluate = await jobEvaluator(spec, evalSettings, store, o.err);
-  let before: SplitScore[] = [];
-  let after: SplitScore[] = [];
+  const scores = evalHooks(o, store, evalSettings, evaluate);
   let lostReported = false;
   const t0 = Date.now();
   const training = runTraining({
@@ -99,20 +98,8 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     log: (line) => {
       if (!lostReported) o.err.write(`train: ${line}\n`);
     },
-    beforeRun: async (c) => {
-      // A resumed run was evaluated before its first step when it started: read those figures
-      // back instead of evaluating the resume version as if it were the base.
-      const recorded = o.resume ? await recordedBeforeEval(store, c.runId) : [];
-      if (recorded.length > 0) before = recorded;
-      else if (c.version === 0) before = await evaluate(c.nc, c.runId, c.version, 'before');
-      else if (evalSettings.questions > 0)
-        o.err.write(
-          `eval before: not on the log of ${c.runId} (interrupted first); skipped at v${c.version}\n`,
-        );
-    },
-    afterRun: async (c) => {
-      after = await evaluate(c.nc, c.runId, c.version, 'after');
-    },
+    beforeRun: scores.beforeRun,
+    afterRun: scores.afterRun,
     ...(o.quiet ? {} : progressBars(o.err)),
     onStep: (r) => {
       if (!o.quiet) o.out.write(`${formatStepLine(r)}\n`);
@@ -144,6 +131,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
   o.err.write(
     `train: run ${o.runId} ${result.steps} steps, policy v${result.policyVersion}, checkpoints in ${join(home, 'runs', o.runId, 'checkpoints')}\n`,
   );
+  const { before, after } = scores;
   if (before.length && after.length) o.out.write(formatBeforeAfter(before, after));
   return {
     steps: result.steps,
@@ -152,6 +140,31 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     before,
     after,
   };
+}
+
+type Evaluator = Awaited<ReturnType<typeof jobEvaluator>>;
+
+/** The run's before / after evaluations as its hooks, and the scores they leave. */
+function evalHooks(o: TrainJobOptions, store: EventStore, evalSettings: EvalSettings, evaluate: Evaluator) {
+  const scores = {
+    before: [] as SplitScore[],
+    after: [] as SplitScore[],
+    beforeRun: async (c: RunContext) => {
+      // A resumed run was evaluated before its first step when it started: read those figures
+      // back instead of evaluating the resume version as if it were the base.
+      const recorded = o.resume ? await recordedBeforeEval(store, c.runId) : [];
+      if (recorded.length > 0) scores.before = recorded;
+      else if (c.version === 0) scores.before = await evaluate(c.nc, c.runId, c.version, 'before');
+      else if (evalSettings.questions > 0)
+        o.err.write(
+          `eval before: not on the log of ${c.runId} (interrupted first); skipped at v${c.version}\n`,
+        );
+    },
+    afterRun: async (c: RunContext) => {
+      scores.after = await evaluate(c.nc, c.runId, c.version, 'after');
+    },
+  };
+  return scores;
 }
 
 /** The before-evaluation a run's log records (one score per split, in order), [] when none. */

@@ -3,12 +3,11 @@
  * reply naming the published version. service-requests.ts validates the request at the edge.
  */
 import type { TrainRequestSignature } from '../../../events/train-signature.js';
-import type { TrainStepInput } from '../../../train/train-loop.js';
+import type { TrainStepRequest } from '../../../rl/train-request.js';
 import type { PublishedCheckpoint } from '../../checkpoints/checkpoints.js';
 
-/** The training loop's input (src/train/train-loop.ts) and the version it trains from. */
-export interface TrainCall extends TrainStepInput {
-  policyVersion: number;
+/** The step's train request (src/rl/train-request.ts), signed. */
+export interface TrainCall extends TrainStepRequest {
   /** The orchestrator's signature over run, step, version and the request digest (train-signature.ts). */
   signature?: TrainRequestSignature;
 }

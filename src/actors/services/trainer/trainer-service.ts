@@ -53,6 +53,8 @@ export class TrainerService implements AsyncDisposable {
   private inFlight: Promise<void> | null = null;
   /** DPO's frozen reference (v0), scoring only; started on the first DPO step. */
   private reference?: Promise<PolicyHost>;
+  /** The last step this service trained and published, to answer a retry of it without training. */
+  private last?: { step: number; reply: TrainReply };
   /** Refuses malformed requests (answered, or dead-lettered when they have no reply subject). */
   readonly edge: EdgeGate;
 
@@ -91,9 +93,14 @@ export class TrainerService implements AsyncDisposable {
     if (refusal) throw new TrainRequestRefused(refusal);
     const requestSha256 = trainRequestDigest(this.runId, req);
     const version = req.policyVersion + 1;
-    // A retried request whose step already trained: answer with the published version.
-    if (this.policy.version === version && (await this.checkpoints.currentVersion()) === version)
-      return { version, metrics: {}, published: await this.checkpoints.publish(version) };
+    // A retried request whose step this service already trained (a resumed orchestrator sends
+    // it again): the same reply, not a second update on top of the first.
+    if (
+      this.last?.step === req.step &&
+      this.last.reply.version === version &&
+      this.policy.version === version
+    )
+      return this.last.reply;
     await this.policy.ensure(req.policyVersion);
     const { metrics, refLogp } = await trainLoop(this.policy.host, req, {
       reference: () => this.referencePolicy(),
@@ -109,13 +116,15 @@ export class TrainerService implements AsyncDisposable {
     killPoint('publish', req.step);
     await this.policy.adopt(version);
     const published = await this.checkpoints.publish(version);
-    return {
+    const reply = {
       version,
       metrics,
       published,
       requestSha256,
       ...(refLogp ? { refLogp: Array.from(refLogp) } : {}),
     };
+    this.last = { step: req.step, reply };
+    return reply;
   }
 
   /** The frozen reference of DPO: version 0 (never pruned), on the policy's device. */
