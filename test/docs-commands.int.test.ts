@@ -35,14 +35,6 @@ const execFile = promisify(execFileCb);
 // 2-core machine, 10 when nine other jobs share it; tap's default of 600 s would cut it there.
 t.setTimeout(20 * 60_000);
 const REPO = resolve('.');
-/**
- * The environment of every child: npm, tsc (the pack's build) and the packed bin run files outside
- * this repository's src/, which the coverage report leaves out, so tap's V8 coverage and process
- * tracking would only slow them and write files no report reads (tsc under coverage was most of
- * this file's 220 s in a loaded suite run).
- */
-const { NODE_V8_COVERAGE: _coverage, ...inherited } = process.env;
-const childEnv: NodeJS.ProcessEnv = { ...inherited, NODE_OPTIONS: '', CI: '1' };
 
 // --- the commands the docs show -------------------------------------------------------------
 
@@ -321,11 +313,7 @@ async function packedPackage(tmp: string): Promise<string> {
   for (const f of stdout.split('\0').filter(Boolean))
     if (existsSync(join(REPO, f))) cpSync(join(REPO, f), join(stage, f), { recursive: true });
   symlinkSync(join(REPO, 'node_modules'), join(stage, 'node_modules'));
-  await execFile('npm', ['pack', '--pack-destination', tmp], {
-    cwd: stage,
-    env: childEnv,
-    maxBuffer: 64 << 20,
-  });
+  await execFile('npm', ['pack', '--pack-destination', tmp], { cwd: stage, maxBuffer: 64 << 20 });
   const tarball = readdirSync(tmp).find((f) => f.endsWith('.tgz'));
   if (!tarball) throw new Error(`npm pack wrote no tarball into ${tmp}`);
   mkdirSync(join(tmp, 'x'));
@@ -362,7 +350,7 @@ t.test('the packed akbe bin and every command the docs show', async (t) => {
   symlinkSync('../lib/node_modules/akbe/dist/src/cli/main.js', join(prefix, 'bin/akbe'));
   const globalBin = join(prefix, 'bin/akbe');
 
-  const env = childEnv;
+  const env = { ...process.env, NODE_OPTIONS: '', CI: '1' };
   await t.test('the bin prints its help however it is started', async (t) => {
     const ways: Array<[string, string, string[], string]> = [
       ['npx (a node_modules/.bin link)', 'npx', ['--offline', 'akbe', '--help'], proj],
