@@ -1,25 +1,33 @@
 /**
  * Peak resident memory of training steps (issue 25 item 1): the Trainer with optimizer 'graph'
  * (AdamW in the train graph: parameters and moments in, updated copies out) against 'host' (the
- * graph returns gradients into buffers allocated once; src/gpu/adamw.ts updates in place), each
- * in its own child process (maxRSS only grows), on the issue's Qwen3-shaped policy by default:
+ * graph returns gradients into buffers allocated once; src/gpu/adamw.ts updates in place), and
+ * 'host' with the lm head in chunks of positions (src/gpu/lm-head.ts, TrainerOptions.logitsChunk),
+ * each setting in its own child process (maxRSS only grows), on the issue's Qwen3-shaped policy by default:
  * hidden 512, 8 layers, 8 query / 4 KV heads of 64, MLP 1536, vocab 151,936, tied (103M
  * parameters). Where `python3 -c 'import torch'` works, a PyTorch twin (same shape, batch and
  * AdamW, float32, CPU) runs too and the ratios are printed; otherwise akbe's figures alone.
  *
  *   npm run build && node dist/bench/train-memory.js [--batch 4] [--seq 64] [--steps 2]
  *     [--layers 8] [--hidden 512] [--vocab 151936] [--threads 2] [--json]
+ *     [--chunks arena,none,default,64] [--optimizers graph,host]
+ *
+ * `--chunks`: the settings run with optimizer 'host': `arena` (the unchunked head with ORT's CPU
+ * arena on: the Trainer before this bench's last change, the baseline of the ratios), `none` (the
+ * unchunked head, arena off, the default), `default` (the Trainer's default chunk size) or a number
+ * of positions per chunk. `--optimizers graph` adds the in-graph AdamW (unchunked, arena on).
  *
  * Figures per child: RSS after the trainer's creation (parameters, moments, session), peak RSS
  * over --steps steps, seconds per step (median), all with the parameters' float32 bytes beside
  * them so "bytes per parameter" reads off directly.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { architecture, countParams, parsePolicyConfig } from '../src/gpu/architecture.js';
 import type { LlamaConfig } from '../src/gpu/llama-config.js';
+import { logitsChunkRows } from '../src/gpu/lm-head.js';
 import { Trainer } from '../src/gpu/trainer.js';
 
 const { values: flags } = parseArgs({
@@ -31,6 +39,8 @@ const { values: flags } = parseArgs({
     hidden: { type: 'string', default: '512' },
     vocab: { type: 'string', default: '151936' },
     threads: { type: 'string', default: '2' },
+    chunks: { type: 'string', default: 'arena,none,default' },
+    optimizers: { type: 'string', default: 'host' },
     child: { type: 'string' },
     json: { type: 'boolean', default: false },
   },
@@ -62,12 +72,22 @@ interface Figures {
   stepSec: number;
 }
 
-async function child(optimizer: 'host' | 'graph'): Promise<Figures> {
+/** One child's setting: the optimizer and the head's chunk ('none', 'default' or positions). */
+interface Setting {
+  optimizer: 'host' | 'graph';
+  chunk: string;
+}
+const chunkOption = (chunk: string): number | undefined =>
+  chunk === 'default' ? undefined : chunk === 'none' || chunk === 'arena' ? B * (T - 1) : Number(chunk);
+
+async function child({ optimizer, chunk }: Setting): Promise<Figures> {
   const params = architecture(cfg).initParams(0);
   const trainer = await Trainer.create(cfg, params, {
     batch: B,
     seq: T,
     optimizer,
+    logitsChunk: chunkOption(chunk),
+    cpuArena: optimizer === 'graph' || chunk === 'arena',
     session: { intraOpThreads: threads },
   });
   params.clear(); // the trainer holds its own copy; a runtime keeps one more (not counted here)
@@ -128,50 +148,73 @@ for _ in range(steps):
 print('{"createdMiB": %.1f, "peakMiB": %.1f, "stepSec": %.3f}' % (created, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, sorted(secs)[len(secs) // 2]))
 `;
 
-function runChild(optimizer: 'host' | 'graph'): Figures {
-  const args = [...process.execArgv, process.argv[1], ...process.argv.slice(2), '--child', optimizer];
+function runChild(s: Setting): Figures {
+  const tag = `${s.optimizer}:${s.chunk}`;
+  const args = [...process.execArgv, process.argv[1], ...process.argv.slice(2), '--child', tag];
   const r = spawnSync(process.execPath, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  if (r.status !== 0) throw new Error(`child ${optimizer} exited ${r.status}`);
+  if (r.status !== 0) throw new Error(`child ${tag} exited ${r.status}`);
   return JSON.parse(r.stdout.trim().split('\n').pop()!) as Figures;
 }
 
+/**
+ * The Python with torch: AKBE_PYTHON, else Debian's /usr/bin/python3 (where `apt-get install
+ * python3-torch` puts it; a pyenv or venv `python3` earlier on PATH would not see it), else python3.
+ */
+const PYTHON = process.env.AKBE_PYTHON || (existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3');
+
 function runTorch(): Figures | string {
   try {
-    execFileSync('python3', ['-c', 'import torch'], { stdio: 'ignore' });
+    execFileSync(PYTHON, ['-c', 'import torch'], { stdio: 'ignore' });
   } catch {
-    return "no PyTorch twin: `python3 -c 'import torch'` fails here";
+    return `no PyTorch twin: \`${PYTHON} -c 'import torch'\` fails here (AKBE_PYTHON names another)`;
   }
   const out = execFileSync(
-    'python3',
+    PYTHON,
     ['-c', TORCH_TWIN, ...[hidden, cfg.num_hidden_layers, V, B, T, steps, threads].map(String)],
     { encoding: 'utf8' },
   );
   return JSON.parse(out.trim().split('\n').pop()!) as Figures;
 }
 
+const nameOf = (s: Setting) =>
+  s.optimizer === 'graph'
+    ? "'graph', arena"
+    : s.chunk === 'arena'
+      ? "'host', arena"
+      : s.chunk === 'none'
+        ? "'host', unchunked"
+        : `'host' chunk ${s.chunk === 'default' ? `default (${logitsChunkRows(V, 4)})` : s.chunk}`;
+
 if (flags.child) {
-  process.stdout.write(`${JSON.stringify(await child(flags.child as 'host' | 'graph'))}\n`);
+  const [optimizer, chunk] = flags.child.split(':') as [Setting['optimizer'], string];
+  process.stdout.write(`${JSON.stringify(await child({ optimizer, chunk }))}\n`);
 } else {
   const n = countParams(cfg);
   const paramMiB = (n * 4) / 2 ** 20;
   log(
     `train-memory: ${n} parameters (${paramMiB.toFixed(0)} MiB float32), B x T = ${B} x ${T}, ${threads} threads`,
   );
-  const graph = runChild('graph');
-  const host = runChild('host');
+  const settings: Setting[] = [
+    ...(flags.optimizers.split(',').includes('graph')
+      ? [{ optimizer: 'graph' as const, chunk: 'none' }]
+      : []),
+    ...flags.chunks.split(',').map((chunk) => ({ optimizer: 'host' as const, chunk })),
+  ];
+  const results = settings.map((s) => ({ setting: s, name: nameOf(s), figures: runChild(s) }));
+  const base = results.find((r) => r.setting.optimizer === 'host' && r.setting.chunk === 'arena');
   const torch = runTorch();
   const row = (name: string, f: Figures) =>
-    `${name.padEnd(14)} created ${(f.createdMiB / 1024).toFixed(2)} GiB, peak ${(f.peakMiB / 1024).toFixed(2)} GiB ` +
-    `(${((f.peakMiB * 2 ** 20) / n).toFixed(1)} B/param), ${f.stepSec.toFixed(2)} s/step`;
-  if (flags.json) console.log(JSON.stringify({ params: n, batch: B, seq: T, threads, graph, host, torch }));
+    `${name.padEnd(24)} created ${(f.createdMiB / 1024).toFixed(2)} GiB, peak ${(f.peakMiB / 1024).toFixed(2)} GiB ` +
+    `(${((f.peakMiB * 2 ** 20) / n).toFixed(1)} B/param), ${f.stepSec.toFixed(2)} s/step` +
+    (base ? `, peak / 'host', arena ${(f.peakMiB / base.figures.peakMiB).toFixed(3)}` : '');
+  if (flags.json) console.log(JSON.stringify({ params: n, batch: B, seq: T, threads, results, torch }));
   else {
-    console.log(row("akbe 'graph'", graph));
-    console.log(row("akbe 'host'", host));
-    console.log(`host / graph peak: ${(host.peakMiB / graph.peakMiB).toFixed(3)}`);
+    for (const r of results) console.log(row(r.name, r.figures));
     if (typeof torch === 'string') console.log(torch);
     else {
       console.log(row('PyTorch', torch));
-      console.log(`akbe 'host' / PyTorch peak: ${(host.peakMiB / torch.peakMiB).toFixed(3)}`);
+      for (const r of results)
+        console.log(`${r.name} / PyTorch peak: ${(r.figures.peakMiB / torch.peakMiB).toFixed(3)}`);
     }
   }
 }

@@ -101,6 +101,13 @@ t.test('policy info: parameters and memory for weights, gradients, AdamW and a K
     r.out,
     /weights 13\.6 KiB, gradients 13\.6 KiB, AdamW state 27\.2 KiB, KV cache 24\.0 KiB \(batch 4 x context 32; 192 B per token\)/,
   );
+  // Training step (memory.ts trainStepPeak): 120 MiB runtime + 5 x 3480 x 4 state + folded zeros
+  // 19 x 12 x 4 + 124 x 19 x 4 (one chunk: 883,011 rows fit 64 MiB) + the head phase 912 +
+  // activations 2 x 4 x 32 x 60 x 12 x 4 = 737,280 + 3.9 x 124 x 19 x 4 = 126,684,001.6 B = 121 MiB.
+  t.match(
+    r.out,
+    /training step peak \(CPU, float32, optimizer 'host', batch 4 x 32\): ~121 MiB resident \(head in chunks of 883011 positions/,
+  );
   // keep: the BF16 checkpoint's weights are fed in 2 bytes each, 6,960 B.
   t.match(r.out, /inference weights \(bfloat16, --weights-dtype\): 6\.80 KiB fed/);
   t.match(r.out, /nodes per provider \(decode-step graph\): CPUExecutionProvider \d+/);

@@ -33,7 +33,9 @@ async function refused(p: Promise<unknown>): Promise<string> {
 }
 
 t.test('anonymous and unknown clients are refused', async (t) => {
-  await t.rejects(connect({ servers: nats.server.url, timeout: 3_000 }), /Authorization Violation/i);
+  // With the server's CA (TLS passes), so that what is refused is the missing credentials.
+  const tls = { caFile: nats.server.caFile! };
+  await t.rejects(connect({ servers: nats.server.url, timeout: 3_000, tls }), /Authorization Violation/i);
   // The connection helper names the missing credentials and the fix.
   await t.rejects(
     connectAkbeNats({

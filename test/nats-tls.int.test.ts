@@ -1,7 +1,8 @@
 /**
- * Issue 11 item 1 (TLS): a server with a certificate from a locally generated CA (openssl, as
- * docs/security.md shows) and the generated credentials. akbe's connection helper verifies the
- * server against AKBE_NATS_TLS_CA; without the CA, or without TLS, the connection is refused.
+ * Issue 11 item 1 (TLS): a server with a certificate from a CA of the user's own (made with
+ * openssl here; akbe's home CA is test/nats-tls-files.test.ts) and the generated credentials.
+ * akbe's connection helper verifies the server against AKBE_NATS_TLS_CA (`--nats-ca`); without
+ * it the client pins the home CA and refuses this server.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -4,7 +4,8 @@
  * policy version comes from the checkpoint store), the run finishes, and the log audits clean.
  * keepCheckpoints (recorded in run.started) prunes across the crash.
  */
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
@@ -114,6 +115,19 @@ t.test(
       signer,
       readSeed(seedPath(nats.authDir, 'orchestrator')).getPublicKey(),
       'run.started.trainSigner',
+    );
+    // What the orchestrator believed (issue 23 item 4): the CA of the server it was given, found
+    // through the local server registry, by its fingerprint.
+    const natsTrust = events.find((e): e is EventOf<'run.started'> => e.type === 'run.started')?.data.config
+      .natsTrust;
+    const caSha256 = new X509Certificate(readFileSync(nats.server.caFile!)).fingerprint256.replaceAll(
+      ':',
+      '',
+    );
+    t.same(
+      natsTrust,
+      { tls: 'ca', caSource: 'server', caSha256: caSha256.toLowerCase() },
+      'run.started.config.natsTrust',
     );
     t.same(await published(), [1, 2, 3]);
     t.equal(events.find((e) => e.type === 'run.finished')?.data.status, 'completed');

@@ -33,19 +33,10 @@ const runId = 'sig-run';
 
 const call = oneRowTrainCall;
 
-const { started } = await startTinyRoles(
-  nats.nc,
-  store,
-  fx,
-  home,
-  runId,
-  tinySpec(fx),
-  ['trainer'],
-  {
-    threads: 1,
-    trainSigner: orchestrator.getPublicKey(),
-  },
-);
+const { started } = await startTinyRoles(nats.nc, store, fx, home, runId, tinySpec(fx), ['trainer'], {
+  threads: 1,
+  trainSigner: orchestrator.getPublicKey(),
+});
 t.teardown(() => started.stop());
 // The version the trainer's policy holds: what a request that trained moves (the KV pointer is
 // the orchestrator's to set, so it would not show a trainer fooled into training).

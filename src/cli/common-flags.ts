@@ -21,7 +21,26 @@ export const ALLOW_HOST_FLAG = {
   description: 'also accept this Host header (NAME or NAME:PORT; default: localhost, IP literals, --host)',
 } as const;
 
-/** `--nats URL --home DIR`: how a command finds (or starts) its NATS server. */
+/**
+ * `--nats-ca FILE`, `--nats-insecure`: which NATS servers a command believes (nats-trust.ts).
+ * main.ts hands them to every connection (and to child processes) as AKBE_NATS_TLS_CA and
+ * AKBE_NATS_INSECURE.
+ */
+export const NATS_TRUST_FLAGS = {
+  'nats-ca': {
+    type: 'string',
+    value: 'FILE',
+    description:
+      "believe NATS servers with a certificate from this CA (default: AKBE_NATS_TLS_CA, else the home's)",
+  },
+  'nats-insecure': {
+    type: 'boolean',
+    description:
+      'connect to a plain NATS server without TLS: any server on the URL is believed (warned, recorded)',
+  },
+} as const;
+
+/** `--nats URL --home DIR` and the trust flags: how a command finds (or starts) its NATS server. */
 export const CONNECTION_FLAGS = {
   nats: {
     type: 'string',
@@ -29,7 +48,29 @@ export const CONNECTION_FLAGS = {
     description: 'NATS server (default: NATS_URL, then akbe nats up, then an embedded server)',
   },
   home: HOME_FLAG,
+  ...NATS_TRUST_FLAGS,
 } as const;
+
+/**
+ * The trust flags as the environment every connection of this command reads (and its children
+ * inherit); returns the function that puts the environment back (main() may run in a test).
+ */
+export function applyNatsTrustFlags(
+  flags: Record<string, unknown>,
+  env: NodeJS.ProcessEnv = process.env,
+): () => void {
+  const before = { ca: env.AKBE_NATS_TLS_CA, insecure: env.AKBE_NATS_INSECURE };
+  if (typeof flags['nats-ca'] === 'string') env.AKBE_NATS_TLS_CA = flags['nats-ca'];
+  if (flags['nats-insecure'] === true) env.AKBE_NATS_INSECURE = '1';
+  const put = (k: string, v: string | undefined) => {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  };
+  return () => {
+    put('AKBE_NATS_TLS_CA', before.ca);
+    put('AKBE_NATS_INSECURE', before.insecure);
+  };
+}
 
 /**
  * Checks a run id against the event catalog's pattern; a bad one is a usage error naming `flag`,

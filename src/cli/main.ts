@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { isEntryPoint } from '../util/entry.js';
 import { type CommandSpec, commandName, helpFor, parseFlags, UsageError } from './command.js';
+import { applyNatsTrustFlags } from './common-flags.js';
 import { COMMANDS } from './registry.js';
 
 /** Finds the command whose path is the longest prefix of argv. */
@@ -53,12 +54,16 @@ export async function main(
     );
     return 2;
   }
+  let restoreEnv = () => {};
   try {
     const { flags, positionals, help } = parseFlags(spec, rest);
     if (help) {
       out.write(helpFor(spec));
       return 0;
     }
+    if (flags['nats-ca'] !== undefined && flags['nats-insecure'] === true)
+      throw new UsageError('--nats-ca and --nats-insecure contradict each other: give one');
+    restoreEnv = applyNatsTrustFlags(flags);
     const code = await spec.run({ flags, positionals, out, err });
     return typeof code === 'number' ? code : 0;
   } catch (e) {
@@ -71,6 +76,8 @@ export async function main(
     err.write(`akbe ${spec.path.join(' ')}: ${error.message}\n`);
     if (process.env.AKBE_DEBUG) err.write(`${error.stack}\n`);
     return 1;
+  } finally {
+    restoreEnv();
   }
 }
 

@@ -78,6 +78,7 @@ export interface LossHyper {
 export interface LossInputs {
   tokenLogp: Tensor; // [B, T-1] log pi(x_{t+1} | x_<=t)
   logp?: Tensor; // [B, T-1, V] full log-softmax, for the entropy metric
+  tokEntropy?: Tensor; // [B, T-1] the per-token entropy itself (the chunked head, src/gpu/lm-head.ts)
   oldLogp: Tensor; // [B, T-1] log pi_old of the same tokens: the behaviour policy's
   /** [B, T-1] log pi_prox (the version before this update): given, the loss is the decoupled form. */
   proxLogp?: Tensor;
@@ -300,14 +301,14 @@ export function lossGraph(
   const lambdaPart = scaled.length > 0 ? mul(h.lambda, sum(scaled)) : undefined;
   const loss = lambdaPart ? (plain.length > 0 ? add(sum(plain), lambdaPart) : lambdaPart) : sum(plain);
   const metrics = terms.flatMap((t) => Object.entries(t.built.metrics?.() ?? {}));
-  if (inp.logp) metrics.push(['entropy', entropyMetric(inp, inp.logp)]);
+  if (inp.logp || inp.tokEntropy) metrics.push(['entropy', entropyMetric(inp, inp.logp, inp.tokEntropy)]);
   return { loss, values: terms.map((t) => [t.b.output, t.built.loss]), metrics };
 }
 
 /** Token mean of -sum_v p log p over every loss token (GRPO or AKBE). */
-function entropyMetric(inp: LossInputs, logp: Tensor): Tensor {
+function entropyMetric(inp: LossInputs, logp?: Tensor, given?: Tensor): Tensor {
   const dtype = inp.tokenLogp.dtype;
-  const tokEntropy = neg(reduceSum(mul(exp(logp), logp), [2])); // [B, T-1]
+  const tokEntropy = given ?? neg(reduceSum(mul(exp(logp!), logp!), [2])); // [B, T-1]
   const isTarget = ops.cast(greater(inp.akbeWeight, 0), dtype); // [B]
   const anyWeight = max(inp.pgWeight, isTarget); // [B]
   return maskedMean(tokEntropy, mul(inp.lossMask, unsqueeze(anyWeight, [1])));

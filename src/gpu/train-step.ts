@@ -6,7 +6,8 @@
  * Trainer's arrays in place (no updated copies of parameters and moments: ~5 x 4 bytes/parameter).
  *
  * Phases, in graph order:
- *   1. forward      tokenLogp [B, T-1], logp [B, T-1, V] = nextTokenLogprobs(params, input_ids)
+ *   1. forward      tokenLogp [B, T-1], logp [B, T-1, V] = nextTokenLogprobs(params, input_ids), or
+ *                   in chunks of positions (lm-head.ts, `logitsChunk`) tokenLogp and the entropy alone
  *   2. loss         GRPO + lambda AKBE (src/gpu/losses.ts) and metrics
  *   3. backward     grads = d loss / d params (tape autodiff)
  *   4. clip         grad_norm = ||grads||_2 (before clipping); grads *= min(1, max_grad_norm / (grad_norm + 1e-6))
@@ -30,8 +31,9 @@
 import { ADAMW_SCALAR_OUTPUTS } from './adamw.js';
 import { architecture, type PolicyConfig } from './architecture.js';
 import { Graph, type Graph as GraphT, gradients, ops, type Tensor } from './graph/index.js';
+import { fuseTiedGradient, trainHead } from './lm-head.js';
 import { type Aggregation, type AkbeLossForm, graphLossTerms, type LossHyper, lossGraph } from './losses.js';
-import { declareParams, type FloatDType, nextTokenLogprobs } from './policy-graphs.js';
+import { declareParams, type FloatDType } from './policy-graphs.js';
 
 const { add, sub, mul, div, sqrt, pow, min, reduceSum } = ops;
 
@@ -88,6 +90,13 @@ export interface TrainGraphOptions {
    * ADAMW_SCALAR_OUTPUTS, and src/gpu/adamw.ts updates the trainer's arrays in place). Default 'graph'.
    */
   optimizer?: 'graph' | 'host';
+  /**
+   * Positions per chunk of the lm head (src/gpu/lm-head.ts): the [B (T-1), V] logits, softmax
+   * and gradient exist one chunk at a time (recomputed in the backward). Default: rows of at most
+   * 64 MiB ([rows, V] values), which is one chunk, today's unchunked graph, for small vocabularies
+   * and batches.
+   */
+  logitsChunk?: number;
 }
 
 /** Parameters that get weight decay: matrices and embeddings (rank >= 2). */
@@ -116,7 +125,8 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
   >;
 
   // ---- 1. forward ----
-  const fwd = nextTokenLogprobs(cfg, p, { inputIds }); // tokenLogp [B, T-1], logp [B, T-1, V]
+  // tokenLogp [B, T-1]; logp [B, T-1, V] unchunked, or tokEntropy [B, T-1] in chunks (lm-head.ts)
+  const fwd = trainHead(cfg, p, inputIds, { dtype, logitsChunk: opts.logitsChunk });
 
   // ---- 2. loss ----
   const hyper: LossHyper = {
@@ -146,6 +156,7 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
     {
       tokenLogp: fwd.tokenLogp,
       logp: fwd.logp,
+      tokEntropy: fwd.tokEntropy,
       oldLogp,
       proxLogp,
       lossMask,
@@ -161,10 +172,12 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
 
   // ---- 3. backward ----
   const names = shapes.map((s) => s.name);
+  // Chunked head: a tied embedding's rows go straight into the head's gradient (lm-head.ts).
+  const fuse = fwd.tokEntropy ? fuseTiedGradient : (gr: Tensor) => gr;
   const grads = gradients(
     loss.loss,
     names.map((n) => p.get(n)!),
-  );
+  ).map(fuse);
 
   // ---- 4. global-norm clipping ----
   const { gradNorm, coef } = globalNormClip(g, grads, hp.max_grad_norm, dtype);

@@ -79,6 +79,10 @@ export interface TrainerOptions {
    * 'graph' inside the train graph (updated copies as outputs). The same weights to the bit.
    */
   optimizer?: 'host' | 'graph';
+  /** Positions per chunk of the lm head (TrainGraphOptions.logitsChunk; default by a 64 MiB budget). */
+  logitsChunk?: number;
+  /** ORT's CPU memory arena for the train session (default off: a lower peak, the same bits). */
+  cpuArena?: boolean;
 }
 
 /** One training batch; flat row-major arrays. */
@@ -182,7 +186,12 @@ export class Trainer {
       ...opts,
       optimizer: opts.optimizer ?? DEFAULT_OPTIMIZER,
     }).serialize();
-    const { session, createMs } = await createSession(bytes, opts.session ?? {});
+    // Without the arena, ORT's freed blocks go back to malloc (and large ones to the OS) instead of
+    // staying reserved: with it, the second run's memory-pattern block came on top of the first
+    // run's cached blocks (+1.5 GiB on the Qwen3-shaped 103M policy; BENCHMARKS.md).
+    const { session, createMs } = await createSession(bytes, opts.session ?? {}, {
+      enableCpuMemArena: opts.cpuArena === true,
+    });
     const trainer = new Trainer(ort, session, cfg, opts, createMs);
     trainer.setParams(params);
     trainer.setOptimizerState(null);

@@ -3,8 +3,9 @@
  * ports in a temp dir, with credentials as akbe sets them up (auth.conf from `ensureNatsAuth`).
  *
  * The temp dir mirrors the repository layout the configs expect: `infra/nats/cluster/node-<i>.conf`
- * includes `../../../.akbe/nats/auth/auth.conf`, and each node stores under
- * `.akbe/nats-cluster/n<i>` relative to its working directory (the temp dir). Only the ports are
+ * includes `../../../.akbe/nats/auth/auth.conf`, presents `.akbe/nats/tls/server.pem` (the home CA's,
+ * clients and routes on TLS), and each node stores under `.akbe/nats-cluster/n<i>` relative to its
+ * working directory (the temp dir). Only the ports are
  * rewritten; monitoring is dropped (it is not needed and would take three more ports).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -17,6 +18,7 @@ import { connect, type NatsConnection, nkeyAuthenticator } from '@nats-io/transp
 import type { Test } from 'tap';
 import { ensureNatsAuth, natsCredentials } from '../../src/actors/nats/nats-auth.js';
 import { findNatsServerBinary } from '../../src/actors/nats/nats-server.js';
+import { ensureNatsTls } from '../../src/actors/nats/nats-tls.js';
 
 export interface ClusterNode {
   name: string;
@@ -31,6 +33,8 @@ export interface ClusterNode {
 export interface TestCluster {
   dir: string;
   authDir: string;
+  /** The CA the nodes' certificate is from (what clients pin: AKBE_NATS_TLS_CA for a CLI child). */
+  caFile: string;
   nodes: ClusterNode[];
   /** The client URLs as one comma-separated list (what NATS_URL takes). */
   url: string;
@@ -55,6 +59,7 @@ export async function withNatsCluster(t: Test): Promise<TestCluster> {
   if (!binary) throw new Error('nats-server not found');
   const dir = mkdtempSync(join(tmpdir(), 'akbe-cluster3-'));
   const authDir = ensureNatsAuth(join(dir, '.akbe/nats/auth'));
+  const { caFile } = ensureNatsTls(join(dir, '.akbe/nats/tls'));
   const confDir = join(dir, 'infra/nats/cluster');
   mkdirSync(confDir, { recursive: true });
   const ports = await Promise.all(Array.from({ length: 6 }, freePort));
@@ -99,6 +104,7 @@ export async function withNatsCluster(t: Test): Promise<TestCluster> {
   const cluster: TestCluster = {
     dir,
     authDir,
+    caFile,
     nodes,
     url: nodes.map((n) => n.url).join(','),
     connect: (order = nodes) =>
@@ -106,6 +112,7 @@ export async function withNatsCluster(t: Test): Promise<TestCluster> {
         servers: order.map((n) => n.url),
         noRandomize: true,
         authenticator: nkeyAuthenticator(seed),
+        tls: { caFile },
       }),
   };
   const deadline = Date.now() + 30_000;

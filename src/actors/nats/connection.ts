@@ -14,9 +14,10 @@
  *
  * Every server akbe starts requires credentials (src/actors/nats/nats-auth.ts). A client presents the
  * nkey of its role (`role`, default orchestrator): `AKBE_NATS_CREDS` (a seed file), else
- * `<auth dir>/<role>.nk` (auth dir: `AKBE_NATS_AUTH_DIR` or `<home>/nats/auth`). TLS: a `tls://`
- * URL or `AKBE_NATS_TLS_CA` (CA file), plus `AKBE_NATS_TLS_CERT`/`AKBE_NATS_TLS_KEY` for a client
- * certificate (docs/security.md).
+ * `<auth dir>/<role>.nk` (auth dir: `AKBE_NATS_AUTH_DIR` or `<home>/nats/auth`). Every server akbe
+ * starts uses TLS with a certificate from the home CA, and every client pins a CA (nats-trust.ts):
+ * a server that cannot prove itself is refused in one line. `AKBE_NATS_TLS_CERT`/`AKBE_NATS_TLS_KEY`
+ * add a client certificate (docs/security.md).
  *
  *   await using nats = await connectAkbeNats();
  *   const store = await EventStore.open(nats.nc);
@@ -30,6 +31,7 @@ import {
 } from '@nats-io/transport-node';
 import { type NatsCredentials, type NatsRole, natsAuthDir, natsCredentials } from './nats-auth.js';
 import { type LocalNatsServer, startNatsServer } from './nats-server.js';
+import { isTlsRefusal, type NatsTrust, natsTrust, tlsRefusalMessage, warnInsecure } from './nats-trust.js';
 import {
   claimServerStart,
   NatsServerNotSharedError,
@@ -65,6 +67,7 @@ export class NatsConnectError extends Error {
     readonly source: NatsSource,
     opts?: ErrorOptions,
     readonly credentials: NatsCredentials | null = null,
+    readonly trust: NatsTrust | null = null,
   ) {
     const hint =
       source === 'env'
@@ -78,7 +81,12 @@ export class NatsConnectError extends Error {
         ? `; the server refused the ${credentials.role} key ${credentials.path}`
         : "; no credentials: set AKBE_NATS_CREDS to a seed file or AKBE_NATS_AUTH_DIR to the server's auth dir (akbe nats auth)"
       : '';
-    super(`cannot connect to NATS at ${url} (${source}): ${reason}${auth}; ${hint}`, opts);
+    super(
+      trust?.tls === 'ca' && isTlsRefusal(reason)
+        ? tlsRefusalMessage(url, source, trust.caFile, reason)
+        : `cannot connect to NATS at ${url} (${source}): ${reason}${auth}; ${hint}`,
+      opts,
+    );
     this.name = 'NatsConnectError';
   }
 }
@@ -114,6 +122,8 @@ export interface AkbeNats extends AsyncDisposable {
    * its train requests with this seed (events/train-signature.ts).
    */
   credentials?: NatsCredentials | null;
+  /** Which servers this connection believed: a pinned CA, or none (--nats-insecure). */
+  trust?: NatsTrust;
 }
 
 export interface ConnectAkbeOptions {
@@ -145,7 +155,9 @@ export function natsClientOptions(
   role: NatsRole,
   env: NodeJS.ProcessEnv = process.env,
   url?: string,
-): { credentials: NatsCredentials | null; options: Partial<ConnectionOptions> } {
+  /** `url` is this home's own server (recorded or embedded): its CA, whatever AKBE_NATS_TLS_CA says. */
+  own = false,
+): { credentials: NatsCredentials | null; options: Partial<ConnectionOptions>; trust: NatsTrust } {
   const registered = url && !env.AKBE_NATS_CREDS && !env.AKBE_NATS_AUTH_DIR ? localServerAuthDir(url) : null;
   const credentials = natsCredentials(
     home,
@@ -154,13 +166,15 @@ export function natsClientOptions(
   );
   const options: Partial<ConnectionOptions> = {};
   if (credentials) options.authenticator = nkeyAuthenticator(credentials.seed);
-  if (env.AKBE_NATS_TLS_CA || env.AKBE_NATS_TLS_CERT)
-    options.tls = {
-      ...(env.AKBE_NATS_TLS_CA ? { caFile: env.AKBE_NATS_TLS_CA } : {}),
-      ...(env.AKBE_NATS_TLS_CERT ? { certFile: env.AKBE_NATS_TLS_CERT } : {}),
-      ...(env.AKBE_NATS_TLS_KEY ? { keyFile: env.AKBE_NATS_TLS_KEY } : {}),
-    };
-  return { credentials, options };
+  const trust = natsTrust(home, own ? { ...env, AKBE_NATS_TLS_CA: undefined } : env, url);
+  const clientCert = {
+    ...(env.AKBE_NATS_TLS_CERT ? { certFile: env.AKBE_NATS_TLS_CERT } : {}),
+    ...(env.AKBE_NATS_TLS_KEY ? { keyFile: env.AKBE_NATS_TLS_KEY } : {}),
+  };
+  // A `tls` option makes nats.js refuse a server that offers no TLS ("server does not support
+  // 'tls'") and verify the certificate against the pinned CA only.
+  if (trust.tls === 'ca') options.tls = { caFile: trust.caFile, ...clientCert };
+  return { credentials, options, trust };
 }
 
 async function tryConnect(
@@ -177,27 +191,32 @@ async function tryConnect(
       .filter(Boolean);
     return await connect({ servers, name, timeout: 5_000, ...client.options });
   } catch (err) {
-    throw new NatsConnectError(url, source, { cause: err }, client.credentials);
+    throw new NatsConnectError(url, source, { cause: err }, client.credentials, client.trust);
   }
 }
 
 export async function connectAkbeNats(opts: ConnectAkbeOptions = {}): Promise<AkbeNats> {
-  const presented: { credentials: NatsCredentials | null } = { credentials: null };
+  const presented: Presented = { credentials: null };
   const nats = await connectAs(opts, presented);
   nats.credentials = presented.credentials;
+  nats.trust = presented.trust;
   return nats;
 }
 
-async function connectAs(
-  opts: ConnectAkbeOptions,
-  presented: { credentials: NatsCredentials | null },
-): Promise<AkbeNats> {
+interface Presented {
+  credentials: NatsCredentials | null;
+  trust?: NatsTrust;
+}
+
+async function connectAs(opts: ConnectAkbeOptions, presented: Presented): Promise<AkbeNats> {
   const env = opts.env ?? process.env;
   const name = opts.name ?? `akbe-${process.pid}`;
   const home = opts.home ?? akbeHome(env);
-  const client = (url: string) => {
-    const c = natsClientOptions(home, opts.role ?? 'orchestrator', env, url);
+  const client = (url: string, own = false) => {
+    const c = natsClientOptions(home, opts.role ?? 'orchestrator', env, url, own);
     presented.credentials = c.credentials;
+    presented.trust = c.trust;
+    if (c.trust.tls === 'insecure') warnInsecure(url);
     if (opts.reconnectForever) c.options.maxReconnectAttempts = -1;
     return c;
   };
@@ -221,7 +240,7 @@ async function connectAs(
       if (running) {
         if (opts.embedded && !runMayJoin(running)) throw new NatsServerNotSharedError(home, running);
         return akbeNatsHandle(
-          await tryConnect(running.url, 'running', name, client(running.url)),
+          await tryConnect(running.url, 'running', name, client(running.url, true)),
           running.url,
           'running',
         );
@@ -240,7 +259,7 @@ async function startEmbedded(
   home: string,
   env: NodeJS.ProcessEnv,
   name: string,
-  client: (url: string) => ReturnType<typeof natsClientOptions>,
+  client: (url: string, own?: boolean) => ReturnType<typeof natsClientOptions>,
 ): Promise<AkbeNats> {
   const storeDir = natsDir(home);
   const server = await startNatsServer({ storeDir, auth: natsAuthDir(home, env) });
@@ -254,7 +273,7 @@ async function startEmbedded(
     startedAt: new Date().toISOString(),
   });
   try {
-    const nc = await tryConnect(server.url, 'embedded', name, client(server.url));
+    const nc = await tryConnect(server.url, 'embedded', name, client(server.url, true));
     return akbeNatsHandle(nc, server.url, 'embedded', server, () => removeServerRecord(home, server.pid));
   } catch (err) {
     await server.stop();
@@ -323,5 +342,6 @@ export async function connectLocal(
         ),
       }
     : {};
-  return connect({ servers: server.url, ...auth, ...opts });
+  const tls = server.caFile ? { tls: { caFile: server.caFile } } : {};
+  return connect({ servers: server.url, ...auth, ...tls, ...opts });
 }

@@ -4,14 +4,16 @@
  */
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
-import { authConfPath, ensureNatsAuth, natsAuthDir } from './nats-auth.js';
+import { join, resolve } from 'node:path';
+import { ensureNatsAuth, natsAuthDir } from './nats-auth.js';
 import {
   findNatsServerBinary,
   NatsServerMissingError,
   NatsServerStartError,
   registerLocalServer,
+  writeServerConf,
 } from './nats-server.js';
+import { ensureNatsTls, natsTlsDir, tlsHosts } from './nats-tls.js';
 import {
   isNatsServerAlive,
   natsDir,
@@ -27,29 +29,41 @@ import {
  */
 export async function startDetachedNatsServer(
   home: string,
-  opts: { port?: number; config?: string; readyTimeoutMs?: number; env?: NodeJS.ProcessEnv } = {},
+  opts: {
+    port?: number;
+    config?: string;
+    readyTimeoutMs?: number;
+    env?: NodeJS.ProcessEnv;
+    /** More hosts the server certificate must name (`--tls-host`; nats-tls.ts). */
+    tlsHosts?: string[];
+  } = {},
 ): Promise<ServerRecord> {
   const binary = findNatsServerBinary();
   if (!binary) throw new NatsServerMissingError();
   // Seeds exist before the server starts, so clients (and a --config that includes the
   // generated auth.conf, as infra/nats does) find them.
   const authDir = ensureNatsAuth(natsAuthDir(home, opts.env));
+  const tls = ensureNatsTls(natsTlsDir(home), tlsHosts(opts.env, opts.tlsHosts));
   const storeDir = natsDir(home);
   mkdirSync(storeDir, { recursive: true });
   const logFile = join(storeDir, 'server.log');
   const offset = existsSync(logFile) ? statSync(logFile).size : 0;
   const fd = openSync(logFile, 'a');
   const args = [
-    // A --config brings its own authorization (infra/nats includes the generated auth.conf).
-    '-c',
-    opts.config ?? authConfPath(authDir),
+    // A --config brings its own authorization (infra/nats includes the generated auth.conf); the
+    // home's certificate is given on the command line, which wins over a config's, so the server
+    // proves itself with the CA its clients pin whatever the config says.
+    ...(opts.config
+      ? ['-c', opts.config, '--tls', '--tlscert', tls.certFile, '--tlskey', tls.keyFile]
+      : ['-c', writeServerConf(join(storeDir, 'akbe-server.conf'), authDir, tls)]),
     '-a',
     '127.0.0.1',
     '-p',
     opts.port ? String(opts.port) : '-1',
     '-js',
-    '-sd',
-    storeDir,
+    // nats-server 2.9 refuses `-sd` beside a config's own store_dir ("Duplicate 'store_dir'"):
+    // with --config the store is the config's (infra/nats: .akbe/nats, the default home's).
+    ...(opts.config ? [] : ['-sd', storeDir]),
   ];
   const child = spawn(binary, args, { detached: true, stdio: ['ignore', fd, fd] });
   closeSync(fd);
@@ -76,18 +90,20 @@ export async function startDetachedNatsServer(
     );
   }
   child.unref();
+  const stored = /Store Directory: "([^"]+)"/.exec(log)?.[1];
   const record: ServerRecord = {
     pid: child.pid!,
     port,
     url: `nats://127.0.0.1:${port}`,
-    storeDir,
+    // The JetStream folder's parent, as `-sd` names it (what the server printed, with --config).
+    storeDir: opts.config && stored ? resolve(stored.replace(/\/jetstream\/?$/, '')) : storeDir,
     mode: 'detached',
     ownerPid: child.pid!,
     startedAt: new Date().toISOString(),
     logFile,
   };
   writeServerRecord(home, record);
-  registerLocalServer(port, record.pid, authDir);
+  registerLocalServer(port, record.pid, authDir, tls.caFile);
   return record;
 }
 

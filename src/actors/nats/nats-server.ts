@@ -7,8 +7,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants, lstatSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, dirname, join } from 'node:path';
+import { delimiter, dirname, join, relative } from 'node:path';
 import { authConfPath, ensureNatsAuth, natsAuthDir } from './nats-auth.js';
+import { ensureNatsTls, type NatsTlsFiles, natsTlsDir } from './nats-tls.js';
 
 export const NATS_INSTALL_HINT = 'apt-get install -y nats-server';
 
@@ -68,6 +69,12 @@ export interface StartNatsOptions {
   auth?: string | false;
   /** Stop the server when this process dies, even by SIGKILL (default true). */
   watchParent?: boolean;
+  /**
+   * TLS dir (nats-tls.ts: the CA and the server certificate, created when missing) whose
+   * certificate the server presents. Default: `<dirname(storeDir)>/nats/tls`, or `false` (no TLS)
+   * when `auth` is false (the caller's own `-c` config says).
+   */
+  tls?: string | false;
 }
 
 export interface LocalNatsServer extends AsyncDisposable {
@@ -78,6 +85,8 @@ export interface LocalNatsServer extends AsyncDisposable {
   readonly process: ChildProcess;
   /** The auth dir the server trusts (seeds `<role>.nk` inside), or null for an open server. */
   readonly authDir: string | null;
+  /** The CA whose certificate the server presents (what its clients pin), or null without TLS. */
+  readonly caFile: string | null;
   /** Stops the server (SIGTERM, then SIGKILL after 5 s) and waits for it to exit. */
   stop(): Promise<void>;
   /** Kills the server at once (SIGKILL), as a crash would. */
@@ -106,8 +115,11 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
   const port = opts.port ?? 0;
   const authDir =
     opts.auth === false ? null : ensureNatsAuth(opts.auth ?? natsAuthDir(dirname(opts.storeDir)));
+  const tlsDir = opts.tls ?? (opts.auth === false ? false : natsTlsDir(dirname(opts.storeDir)));
+  const tls = tlsDir === false ? null : ensureNatsTls(tlsDir);
+  const conf = authDir || tls ? writeServerConf(join(opts.storeDir, 'akbe-server.conf'), authDir, tls) : null;
   const args = [
-    ...(authDir ? ['-c', authConfPath(authDir)] : []),
+    ...(conf ? ['-c', conf] : []),
     '-a',
     host,
     '-p',
@@ -164,7 +176,7 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
   });
 
   const watchdog = opts.watchParent === false ? null : watchParent(child.pid!);
-  if (authDir) registerLocalServer(actualPort, child.pid!, authDir);
+  if (authDir) registerLocalServer(actualPort, child.pid!, authDir, tls?.caFile);
   child.once('exit', () => unregisterLocalServer(actualPort, child.pid!));
   const stopWith = async (signal: NodeJS.Signals) => {
     watchdog?.kill('SIGKILL');
@@ -182,10 +194,38 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
     pid: child.pid!,
     process: child,
     authDir,
+    caFile: tls?.caFile ?? null,
     stop: () => stopWith('SIGTERM'),
     kill: () => stopWith('SIGKILL'),
     [Symbol.asyncDispose]: () => stopWith('SIGTERM'),
   };
+}
+
+/**
+ * The config akbe's own servers load: the generated users (auth.conf, included by a path relative
+ * to this file, as nats-server resolves includes) and TLS with the home CA's server certificate.
+ * The handshake timeout is 5 s, not the default, so a loaded machine does not drop clients.
+ */
+export function writeServerConf(path: string, authDir: string | null, tls: NatsTlsFiles | null): string {
+  const lines = [
+    ...(authDir ? [`include ${JSON.stringify(relative(dirname(path), authConfPath(authDir)))}`] : []),
+    ...(tls ? [tlsBlock(tls)] : []),
+  ];
+  writeFileSync(path, `${lines.join('\n')}\n`, { mode: 0o600 });
+  return path;
+}
+
+/** A `tls { }` block for clients (and, with `verify`, for cluster routes: both sides present it). */
+export function tlsBlock(tls: NatsTlsFiles, opts: { verify?: boolean; indent?: string } = {}): string {
+  const i = opts.indent ?? '';
+  return [
+    `${i}tls {`,
+    `${i}  cert_file: ${JSON.stringify(tls.certFile)}`,
+    `${i}  key_file: ${JSON.stringify(tls.keyFile)}`,
+    ...(opts.verify ? [`${i}  ca_file: ${JSON.stringify(tls.caFile)}`, `${i}  verify: true`] : []),
+    `${i}  timeout: 5`,
+    `${i}}`,
+  ].join('\n');
 }
 
 /**
@@ -229,11 +269,14 @@ export function localServerRegistry(): string | null {
 export interface LocalServerEntry {
   pid: number;
   authDir: string;
+  /** The CA the server's certificate is from (absent: no TLS, or an entry from before TLS). */
+  caFile?: string;
 }
 
-export function registerLocalServer(port: number, pid: number, authDir: string): void {
+export function registerLocalServer(port: number, pid: number, authDir: string, caFile?: string): void {
   const dir = localServerRegistry();
-  if (dir) writeFileSync(join(dir, `${port}.json`), JSON.stringify({ pid, authDir }), { mode: 0o600 });
+  const entry: LocalServerEntry = { pid, authDir, ...(caFile ? { caFile } : {}) };
+  if (dir) writeFileSync(join(dir, `${port}.json`), JSON.stringify(entry), { mode: 0o600 });
 }
 
 export function unregisterLocalServer(port: number, pid: number): void {

@@ -5,7 +5,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { readLocalServer } from './nats-server.js';
+import { type LocalServerEntry, readLocalServer } from './nats-server.js';
 
 export interface ServerRecord {
   pid: number;
@@ -75,12 +75,17 @@ export function liveServerRecord(home: string): ServerRecord | null {
 }
 
 /**
- * The auth dir of the akbe-started server at a loopback `url`, when one is registered and alive
- * (src/actors/nats/nats-server.ts: registerLocalServer).
+ * The registry entry of the akbe-started server at a loopback `url`, when one is registered and
+ * alive (src/actors/nats/nats-server.ts: registerLocalServer): its auth dir and CA.
  */
-export function localServerAuthDir(url: string): string | null {
+export function localServerEntry(url: string): LocalServerEntry | null {
   const m = /^(?:nats|tls):\/\/(?:127\.0\.0\.1|localhost):(\d+)$/.exec(url.split(',')[0].trim());
   if (!m) return null;
   const entry = readLocalServer(Number(m[1]));
-  return entry && isNatsServerAlive(entry.pid) ? entry.authDir : null;
+  return entry && isNatsServerAlive(entry.pid) ? entry : null;
+}
+
+/** The auth dir of the akbe-started server at a loopback `url` (see localServerEntry). */
+export function localServerAuthDir(url: string): string | null {
+  return localServerEntry(url)?.authDir ?? null;
 }

@@ -245,6 +245,8 @@ export async function openRun(o: TrainingOptions, log: (line: string) => void): 
         ...(decoder ? { rolloutDecoder: decoder } : {}),
         // Whose secret keys the orchestrator's message ids (events/message-key.ts).
         messageIds: messageKey.scheme,
+        // The CA the orchestrator pinned, or 'insecure' (--nats-insecure): what served the log.
+        ...(o.natsTrust ? { natsTrust: o.natsTrust } : {}),
       },
     };
     sink.push(createEvent('run.started', runStarted, { runId, step: 0, policyVersion: 0 }));

@@ -4,6 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { InspectionEvent } from 'xstate';
 import type { EventStore } from '../../events/store.js';
 import type { AkbeFact } from '../../machines/facts.js';
+import type { Json } from '../../util/json.js';
 import type { EngineOptions, Role, RunSpec } from '../roles/roles.js';
 import type { DispatchOptions } from './dispatch.js';
 import type { StepReport } from './step-report.js';
@@ -50,6 +51,11 @@ export interface TrainingOptions {
    * connection): requests go unsigned, trainers accept them, and ids use the run's KV key.
    */
   signingSeed?: Uint8Array;
+  /**
+   * Which NATS servers the orchestrator's connection believed (actors/nats/nats-trust.ts), for
+   * run.started.config.natsTrust: `{ tls: 'ca', caSource, caSha256 }` or `{ tls: 'insecure' }`.
+   */
+  natsTrust?: { [key: string]: Json };
   /** The run lock's heartbeat interval in ms (run-lock.ts; default 5 s, tests use less). */
   lockHeartbeatMs?: number;
 }

@@ -13,7 +13,7 @@ import {
   requireString,
   UsageError,
 } from '../command.js';
-import { ALLOW_HOST_FLAG } from '../common-flags.js';
+import { ALLOW_HOST_FLAG, NATS_TRUST_FLAGS } from '../common-flags.js';
 
 const modelFlags = {
   model: {
@@ -171,6 +171,7 @@ const serve: CommandSpec = {
       value: 'URL',
       description: 'NATS server (default: $NATS_URL, then akbe nats up, then embedded)',
     },
+    ...NATS_TRUST_FLAGS,
     'http-only': { type: 'boolean', description: 'serve only the HTTP endpoint (no NATS)' },
     run: {
       type: 'string',

@@ -7,7 +7,16 @@
  */
 import { existsSync } from 'node:fs';
 import { type CommandSpec, intFlag, UsageError } from '../command.js';
-import { HOME_FLAG } from '../common-flags.js';
+import { HOME_FLAG, NATS_TRUST_FLAGS } from '../common-flags.js';
+
+/** `--tls-host NAME`: a host (DNS name or IP) the servers' certificate must name too (nats-tls.ts). */
+const TLS_HOST_FLAG = {
+  type: 'string',
+  value: 'HOST',
+  multiple: true,
+  description:
+    'also name HOST (DNS name or IP) in the server certificate: a cluster node elsewhere (and AKBE_NATS_TLS_HOSTS)',
+} as const;
 
 async function connection() {
   return import('../../actors/nats/connection.js');
@@ -35,6 +44,7 @@ const up: CommandSpec = {
       value: 'FILE',
       description: 'nats-server config file, e.g. infra/nats/nats-server.conf',
     },
+    'tls-host': TLS_HOST_FLAG,
   },
   async run(ctx) {
     const port = intFlag(ctx, 'port', { min: 1, max: 65535 });
@@ -50,7 +60,8 @@ const up: CommandSpec = {
       ctx.out.write(`nats: already running (${running.mode}) pid ${running.pid} at ${running.url}\n`);
       return 0;
     }
-    const record = await startDetachedNatsServer(home, { port, config });
+    const tlsHosts = (ctx.flags['tls-host'] as string[] | undefined) ?? [];
+    const record = await startDetachedNatsServer(home, { port, config, tlsHosts });
     ctx.out.write(
       `nats: started pid ${record.pid} at ${record.url} (store ${record.storeDir}, log ${record.logFile})\n`,
     );
@@ -96,6 +107,7 @@ const status: CommandSpec = {
       value: 'URL',
       description: 'server URL (default: NATS_URL, then the recorded server)',
     },
+    ...NATS_TRUST_FLAGS,
   },
   async run(ctx) {
     const { akbeHome, connectAkbeNats, liveServerRecord } = await connection();
@@ -144,8 +156,9 @@ function isProcessAlive(pid: number): boolean {
 
 const auth: CommandSpec = {
   path: ['nats', 'auth'],
-  summary: 'create the NATS credentials (an nkey seed per role, 0600) and the server auth.conf; print where',
-  flags: { home: HOME_FLAG },
+  summary:
+    "create the NATS credentials (an nkey seed per role, 0600), the server auth.conf and the home CA with the servers' TLS certificate; print where",
+  flags: { home: HOME_FLAG, 'tls-host': TLS_HOST_FLAG },
   async run(ctx) {
     const { akbeHome } = await connection();
     const { ensureNatsAuth, natsAuthDir, NATS_ROLES, seedPath, authConfPath } = await import(
@@ -155,8 +168,20 @@ const auth: CommandSpec = {
     const dir = ensureNatsAuth(natsAuthDir(home));
     ctx.out.write(`nats auth: ${authConfPath(dir)} (server: include it, or akbe nats up loads it)\n`);
     for (const role of NATS_ROLES) ctx.out.write(`  ${role.padEnd(12)} ${seedPath(dir, role)}\n`);
+    const { ensureNatsTls, natsTlsDir, tlsHosts, certificateHosts } = await import(
+      '../../actors/nats/nats-tls.js'
+    );
+    const tls = ensureNatsTls(
+      natsTlsDir(home),
+      tlsHosts(process.env, (ctx.flags['tls-host'] as string[]) ?? []),
+    );
+    const { X509Certificate } = await import('node:crypto');
+    const { readFileSync } = await import('node:fs');
+    const hosts = certificateHosts(new X509Certificate(readFileSync(tls.certFile)));
+    ctx.out.write(`nats tls: CA ${tls.caFile} (clients pin it; the key ca-key.pem stays here)\n`);
+    ctx.out.write(`  server       ${tls.certFile} + server-key.pem, for ${hosts.join(', ')}\n`);
     ctx.out.write(
-      'a worker elsewhere: copy its role seed there (mode 0600) and set AKBE_NATS_CREDS=<file> (docs/security.md)\n',
+      'a worker elsewhere: copy its role seed there (mode 0600) and ca.pem, and set AKBE_NATS_CREDS=<file> AKBE_NATS_TLS_CA=<ca.pem> (docs/security.md)\n',
     );
     return 0;
   },

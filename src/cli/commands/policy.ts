@@ -186,7 +186,7 @@ const sample: CommandSpec = {
 const info: CommandSpec = {
   path: ['policy', 'info'],
   summary:
-    'Show a checkpoint: config, parameter count, memory (weights, gradients, AdamW, KV cache), device, and how many graph nodes each ORT provider runs',
+    "Show a checkpoint: config, parameter count, memory (weights, gradients, AdamW, KV cache, a training step's peak), device, and how many graph nodes each ORT provider runs",
   flags: {
     checkpoint: { type: 'string', value: 'DIR', description: 'policy checkpoint directory' },
     batch: { type: 'string', value: 'B', description: 'batch size of the KV-cache figure', default: '1' },
@@ -202,18 +202,20 @@ const info: CommandSpec = {
     const contextFlag = intFlag(ctx, 'context', { min: 1 });
     await using runtime = await runtimeFor(ctx);
     const { architecture } = await import('../../gpu/architecture.js');
-    const { memoryEstimate, formatBytes } = await import('../../gpu/memory.js');
+    const { memoryEstimate, formatBytes, trainStepPeak } = await import('../../gpu/memory.js');
     const context = contextFlag ?? architecture(runtime.config).maxPositions;
     const mem = memoryEstimate(runtime.config, { batch, context });
     const weights = await weightsDtypeFlag(ctx, requireString(ctx, 'checkpoint'));
     const fed = memoryEstimate(runtime.config, { batch, context, bytes: weights === 'float32' ? 4 : 2 });
     const i = await runtime.info();
+    const train = trainStepPeak(runtime.config, { batch, seq: context });
     const lines = [
       `checkpoint: ${ctx.flags.checkpoint}`,
       `architecture: ${architecture(i.config).name}`,
       `config: ${JSON.stringify(i.config)}`,
       `parameters: ${i.parameters}`,
       `memory (float32): weights ${formatBytes(mem.weights)}, gradients ${formatBytes(mem.gradients)}, AdamW state ${formatBytes(mem.adamw)}, KV cache ${formatBytes(mem.kvCache)} (batch ${batch} x context ${context}; ${formatBytes(mem.kvCachePerToken)} per token)`,
+      `training step peak (CPU, float32, optimizer 'host', batch ${batch} x ${context}): ~${formatBytes(train.peak)} resident (head in chunks of ${train.chunk} positions; src/gpu/memory.ts trainStepPeak, within 20% of bench/train-memory.ts)`,
       `inference weights (${weights}, --weights-dtype): ${formatBytes(fed.weights)} fed to the decode and scoring graphs, widened to float32 where used`,
       `device: ${i.device}`,
       `session creation: decode ${i.createMs.decode.toFixed(0)} ms, score ${i.createMs.score.toFixed(0)} ms`,

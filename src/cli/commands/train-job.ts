@@ -7,6 +7,7 @@
 import { join } from 'node:path';
 import type { InspectionEvent } from 'xstate';
 import { type AkbeNats, akbeHome, connectAkbeNats, NatsLostError } from '../../actors/nats/connection.js';
+import { trustRecord } from '../../actors/nats/nats-trust.js';
 import { formatStepLine, runTraining } from '../../actors/orchestrator/orchestrator.js';
 import type { RunContext, TrainingOptions } from '../../actors/orchestrator/training-options.js';
 import {
@@ -93,6 +94,7 @@ export async function runTrainJob(o: TrainJobOptions): Promise<TrainJobResult> {
     device: o.device,
     // The orchestrator's key signs every train request (issue 23 item 2).
     ...(nats.credentials ? { signingSeed: nats.credentials.seed } : {}),
+    ...(nats.trust ? { natsTrust: trustRecord(nats.trust) } : {}),
     // Once the lost connection is reported, that line stays the last: the run unwinding after it
     // (its lock, its services) has nothing to add.
     log: (line) => {
