@@ -25,12 +25,9 @@ import { buildDashboardAssets } from '../src/dashboard/bundle.js';
 import { type Dashboard, startDashboard } from '../src/dashboard/server.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
-import { DEFAULT_WORLD } from '../src/world/config.js';
-import { writeWorld } from '../src/world/files.js';
-import { generateWorld } from '../src/world/generate.js';
 import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
-import { tinySpec } from './helpers/tiny-run.js';
+import { seed0WorldFixture, tinySpec } from './helpers/tiny-run.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const RUN = 'dash1';
@@ -45,8 +42,7 @@ t.test('akbe dashboard in chromium, over one tiny run', async (t) => {
   t.teardown(() => rmSync(work, { recursive: true, force: true }));
 
   // The committed base on the default world: it answers most questions, so labels have targets.
-  const worldDir = join(work, 'world');
-  await writeWorld(generateWorld({ ...DEFAULT_WORLD, seed: 0 }), worldDir);
+  const worldDir = await seed0WorldFixture();
   const fx = { worldDir, policyDir: resolve('assets/base') };
   const [nats, assets] = await Promise.all([withNats(t), buildDashboardAssets(join(work, 'assets'))]);
   const store = await EventStore.open(nats.nc);

@@ -102,6 +102,18 @@ const PLAN: Step[] = [
   },
   {
     shown: 'akbe eval --checkpoint assets/base-hard --world .akbe/world-hard --temperature 0',
+    argv: [
+      'eval',
+      '--checkpoint',
+      'assets/base-hard',
+      '--world',
+      '.akbe/world-hard',
+      '--temperature',
+      '0',
+      '--limit',
+      '16',
+    ],
+    why: "the whole test split is ~10 s of this file; world-base.int checks the hard base's figures on a whole split, 16 questions run the same command",
     expect: /with-tool EM/,
   },
   {

@@ -12,6 +12,8 @@ import { join } from 'node:path';
 import t from 'tap';
 import { parseJobConfig } from '../src/cli/commands/train-job.js';
 import { parseSpec, planRuns } from '../src/experiments/spec.js';
+import { bruteForceTopK } from '../src/retrieval/hnsw.js';
+import { LEXICAL_DEFAULTS, LexicalEmbedder } from '../src/retrieval/lexical.js';
 import {
   DEFAULT_WORLD,
   HARD_WORLD,
@@ -104,14 +106,45 @@ t.test(
     t.equal(decoySentence('capital', 'the rival of Xa', 'Yb'), 'The capital of the rival of Xa is Yb.');
     t.equal(decoySentence('born_in', 'a partner of Xa', 'Yb'), 'A partner of Xa was born in Yb.');
     // Retrieval as the demonstrations and the search service do it: a decoy comes back with the
-    // true passage for most of its fact's queries.
+    // true passage for most of its fact's queries. LexicalRetriever scores every passage on all
+    // 1,024 hashed dimensions (20 s for the 976 queries under coverage); the query has a dozen
+    // nonzero ones, and bruteForceTopK on just those columns adds the same nonzero terms in the
+    // same order, so it returns the same scores bit for bit and the same ranking, ties included.
+    // The first 40 queries are checked against LexicalRetriever itself.
     const r = new LexicalRetriever(hard.passages, hard.passages);
+    const embedder = LexicalEmbedder.fit(
+      hard.passages.map((p) => p.contents),
+      LEXICAL_DEFAULTS,
+    );
+    const rows = hard.passages.map((p) => embedder.embed(p.contents));
+    const top3 = (query: string) => {
+      const q = embedder.embed(query);
+      const nz = [...q.keys()].filter((j) => q[j] !== 0);
+      if (nz.length === 0) return r.search(query, 3); // every score 0: the first 3 passages
+      const sub = new Float32Array(rows.length * nz.length);
+      for (let i = 0; i < rows.length; i++)
+        for (let k = 0; k < nz.length; k++) sub[i * nz.length + k] = rows[i][nz[k]];
+      const top = bruteForceTopK(
+        sub,
+        nz.length,
+        Float32Array.from(nz, (j) => q[j]),
+        3,
+      );
+      return top.labels.map((l) => hard.passages[l]);
+    };
     let beside = 0;
-    for (const f of hard.index.graph.facts) {
-      const hits = r.search(RELATION_SPECS[f.relation].query(hard.index.name(f.subject)), 3);
+    hard.index.graph.facts.forEach((f, i) => {
+      const query = RELATION_SPECS[f.relation].query(hard.index.name(f.subject));
+      const hits = top3(query);
+      if (i < 40)
+        t.same(
+          hits.map((h) => h.id),
+          r.search(query, 3).map((h) => h.id),
+          `the retriever's top 3: ${query}`,
+        );
       if (hits.some((h) => h.fact === f.id) && hits.some((h) => h.fact === `${DECOY_PREFIX}${f.id}`))
         beside++;
-    }
+    });
     t.ok(beside / hard.index.graph.facts.length > 0.5, `a decoy beside the true passage for ${beside} facts`);
   },
 );

@@ -3,7 +3,18 @@
  * and cached under .akbe/test-fixtures (about 15 s on a quiet 2-core machine). Built in a temp dir
  * and renamed into place, so concurrent test files never see half a fixture.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import type { RunSpec } from '../../src/actors/roles/roles.js';
@@ -70,6 +81,38 @@ export function tinySpec(fx: TinyRun, over: Partial<TrainConfig> = {}): RunSpec 
 }
 
 /**
+ * The default world of seed 0 (the one assets/base was pretrained on), written once and cached
+ * like the tiny fixture, for the files that read it whole (world-base, dashboard-browser) and for
+ * baseRunFixture: generating and writing it is ~5 s idle, 10-20 s under coverage on a loaded
+ * machine, once per suite instead of once per file. The folder name carries a digest of the
+ * sources that make a world (src/world, src/text, src/retrieval, src/util), so an edit there
+ * builds a new one instead of reading a stale one. Read-only: copy it to write into it.
+ */
+export async function seed0WorldFixture(): Promise<string> {
+  const digest = createHash('sha256');
+  for (const d of ['src/world', 'src/text', 'src/retrieval', 'src/util'])
+    for (const f of readdirSync(resolve(d), { recursive: true, encoding: 'utf8' }).sort())
+      if (f.endsWith('.ts')) digest.update(f).update(readFileSync(resolve(d, f)));
+  const dir = resolve(`.akbe/test-fixtures/world-seed0-${digest.digest('hex').slice(0, 12)}`);
+  if (existsSync(join(dir, 'world.json'))) return dir;
+  mkdirSync(resolve('.akbe/test-fixtures'), { recursive: true });
+  const tmp = mkdtempSync(`${dir}.tmp-`);
+  const { DEFAULT_WORLD } = await import('../../src/world/config.js');
+  const { generateWorld } = await import('../../src/world/generate.js');
+  const { writeWorld } = await import('../../src/world/files.js');
+  const { buildWorldIndex } = await import('../../src/world/search-index.js');
+  await writeWorld(generateWorld({ ...DEFAULT_WORLD, seed: 0 }), tmp);
+  // As `akbe world build` does: a run would otherwise build <world>/index into the shared folder.
+  await buildWorldIndex(tmp);
+  try {
+    renameSync(tmp, dir);
+  } catch {
+    rmSync(tmp, { recursive: true, force: true }); // another test file won the race
+  }
+  return dir;
+}
+
+/**
  * The committed base policy (assets/base) on the seed-0 world it was pretrained on, built once
  * and cached like the tiny fixture: a policy that answers some questions right and some wrong, so
  * boundary labels vary (the tiny policy labels everything both-wrong). The training pool is cut
@@ -79,12 +122,9 @@ export async function baseRunFixture(): Promise<TinyRun> {
   const dir = resolve('.akbe/test-fixtures/world-seed0-pool8');
   const policyDir = resolve('assets/base');
   if (existsSync(join(dir, 'world.json'))) return { worldDir: dir, policyDir };
-  mkdirSync(resolve('.akbe/test-fixtures'), { recursive: true });
+  const world = await seed0WorldFixture();
   const tmp = mkdtempSync(`${dir}.tmp-`);
-  const { DEFAULT_WORLD } = await import('../../src/world/config.js');
-  const { generateWorld } = await import('../../src/world/generate.js');
-  const { writeWorld } = await import('../../src/world/files.js');
-  await writeWorld(generateWorld({ ...DEFAULT_WORLD, seed: 0 }), tmp);
+  cpSync(world, tmp, { recursive: true });
   const train = join(tmp, 'questions', 'train.jsonl');
   writeFileSync(train, `${readFileSync(train, 'utf8').split('\n').slice(0, 8).join('\n')}\n`);
   try {
