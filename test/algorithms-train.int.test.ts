@@ -22,9 +22,9 @@ import { EventStore } from '../src/events/store.js';
 import { loadPlugins } from '../src/plugins/plugins.js';
 import { worldEnvironment } from '../src/text/environment.js';
 import { readQuestions, readWorldTokenizer } from '../src/world/files.js';
-import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
 import { baseRunFixture, tinySpec } from './helpers/tiny-run.js';
+import { assertVerifies } from './helpers/verify.js';
 
 delete process.env.NATS_URL;
 process.env.CI = 'true';
@@ -174,21 +174,7 @@ t.test('dpo-akbe: 2 tiny steps train against the frozen v0 and audit clean', asy
     'the trainer reports L_DPO',
   );
   // Re-training each step against a fresh v0 reference gives the published weights bit for bit.
-  const v = await runCli(
-    'replay',
-    '--run',
-    runId,
-    '--verify-training',
-    '--nats',
-    nats.server.url,
-    '--home',
-    runDir,
-  );
-  t.equal(v.code, 0, v.out + v.err);
-  t.match(
-    v.out,
-    /verified training: 2 steps re-derived from v0; every published checkpoint \(v1\.\.v2\) matches/,
-  );
+  await assertVerifies(t, { runId, natsUrl: nats.server.url, home: runDir, steps: 2 });
   // A reference that is not v0 shows: corrupt one recorded reference logprob of step 0.
   const bad = structuredClone(events);
   const step0 = bad.find((e) => e.type === 'learner.step' && e.meta.step === 0);

@@ -22,6 +22,7 @@ import { readWorldTokenizer } from '../src/world/files.js';
 import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
 import { baseRunFixture, tinySpec } from './helpers/tiny-run.js';
+import { assertVerifies } from './helpers/verify.js';
 
 delete process.env.NATS_URL;
 process.env.CI = 'true';
@@ -138,21 +139,7 @@ t.test('a tampered record of the staleness is found', async (t) => {
 });
 
 t.test('akbe replay --verify-training: the decoupled steps re-derive every published version', async (t) => {
-  const r = await runCli(
-    'replay',
-    '--run',
-    'async',
-    '--verify-training',
-    '--nats',
-    nats.server.url,
-    '--home',
-    runDir,
-  );
-  t.equal(r.code, 0, r.out + r.err);
-  t.match(
-    r.out,
-    /verified training: 3 steps re-derived from v0; every published checkpoint \(v1\.\.v3\) matches/,
-  );
+  await assertVerifies(t, { runId: 'async', natsUrl: nats.server.url, home: runDir, steps: 3 });
 });
 
 t.test('akbe replay: clean, and --question shows the version each label describes', async (t) => {

@@ -23,6 +23,7 @@ import { readWorldTokenizer } from '../src/world/files.js';
 import { runCli } from './helpers/cli.js';
 import { withNats } from './helpers/nats.js';
 import { tinyRunFixture, tinySpec } from './helpers/tiny-run.js';
+import { assertVerifies } from './helpers/verify.js';
 
 delete process.env.NATS_URL;
 process.env.CI = 'true';
@@ -222,21 +223,7 @@ t.test('and re-plays through the machines exactly (the inspector re-play)', asyn
 });
 
 t.test('akbe replay --verify-training re-derives both published checkpoints from v0', async (t) => {
-  const r = await runCli(
-    'replay',
-    '--run',
-    'real',
-    '--verify-training',
-    '--nats',
-    nats.server.url,
-    '--home',
-    runDir,
-  );
-  t.equal(r.code, 0, r.out + r.err);
-  t.match(
-    r.out,
-    /verified training: 2 steps re-derived from v0; every published checkpoint \(v1\.\.v2\) matches bit for bit/,
-  );
+  await assertVerifies(t, { runId: 'real', natsUrl: nats.server.url, home: runDir, steps: 2 });
 });
 
 t.test('akbe replay --run on it exits 0', async (t) => {

@@ -18,10 +18,10 @@ import { auditRun } from '../src/audit/audit.js';
 import type { AkbeEvent, EventOf } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
 import { CHECKPOINT_BUCKET } from '../src/events/subjects.js';
-import { runCli } from './helpers/cli.js';
 import { startCli, until } from './helpers/cli-process.js';
 import { withNats } from './helpers/nats.js';
 import { baseRunFixture, TINY_TRAIN } from './helpers/tiny-run.js';
+import { assertVerifies } from './helpers/verify.js';
 
 t.test(
   'an orchestrator killed after step 1 of 3 resumes from the log and the run finishes clean',
@@ -145,20 +145,6 @@ t.test(
     t.equal(audit.checked.steps, 3);
     // Across the crash (the resumed trainer loaded v_k and its AdamW state from the checkpoint)
     // and past the pruned v1, re-training from v0 gives every published version bit for bit.
-    const v = await runCli(
-      'replay',
-      '--run',
-      runId,
-      '--verify-training',
-      '--nats',
-      nats.server.url,
-      '--home',
-      home,
-    );
-    t.equal(v.code, 0, v.out + v.err);
-    t.match(
-      v.out,
-      /verified training: 3 steps re-derived from v0; every published checkpoint \(v1\.\.v3\) matches/,
-    );
+    await assertVerifies(t, { runId, natsUrl: nats.server.url, home, steps: 3 });
   },
 );
