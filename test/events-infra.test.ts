@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { ensureNatsAuth } from '../src/actors/nats/nats-auth.js';
 import { findNatsServerBinary } from '../src/actors/nats/nats-server.js';
+import { ensureNatsTls, natsTlsDir } from '../src/actors/nats/nats-tls.js';
 
 const binary = findNatsServerBinary();
 const nodes = [1, 2, 3].map((i) => `infra/nats/cluster/node-${i}.conf`);
@@ -17,13 +18,17 @@ t.test(
     const root = mkdtempSync(join(tmpdir(), 'akbe-infra-'));
     t.teardown(() => rmSync(root, { recursive: true, force: true }));
     cpSync('infra', join(root, 'infra'), { recursive: true });
-    const check = (file: string) => spawnSync(binary!, ['-t', '-c', join(root, file)], { encoding: 'utf8' });
+    // From the copy's root, as the infra README runs them: the certificate paths are relative to it.
+    const check = (file: string) =>
+      spawnSync(binary!, ['-t', '-c', join(root, file)], { encoding: 'utf8', cwd: root });
     for (const file of ['infra/nats/nats-server.conf', ...nodes]) {
       const r = check(file);
       t.not(r.status, 0, `${file} refuses to start without the generated credentials`);
       t.match(`${r.stdout}${r.stderr}`, /auth\.conf/, file);
     }
-    ensureNatsAuth(join(root, '.akbe', 'nats', 'auth')); // what `akbe nats auth` writes
+    // What `akbe nats auth` writes: the credentials and the home CA's server certificate.
+    ensureNatsAuth(join(root, '.akbe', 'nats', 'auth'));
+    ensureNatsTls(natsTlsDir(join(root, '.akbe')));
     for (const file of ['infra/nats/nats-server.conf', ...nodes]) {
       const r = check(file);
       t.equal(r.status, 0, `${file}: ${r.stderr}`);
