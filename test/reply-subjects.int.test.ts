@@ -6,7 +6,10 @@
  * a real secured nats-server and the real search role: such requests (valid, and
  * garbage that gets an error answer) are refused without answering, dead-lettered with the reason,
  * and the log keeps every event; an inbox reply still gets its answer. Planted: the inbox check
- * removed -> the stream is purged and this test fails.
+ * removed -> the stream is purged and this test fails. Since the rollout role has an account of
+ * its own (nats-accounts.ts), its request reaches the service with a server-mapped `_R_.` reply:
+ * the purge lands in the rollout account, where there is no JetStream; the inbox check is then
+ * exercised by a requester inside the services' account.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
