@@ -11,6 +11,7 @@
 import { AckPolicy, jetstream } from '@nats-io/jetstream';
 import { headers, type NatsConnection } from '@nats-io/transport-node';
 import t, { type Test } from 'tap';
+import { openRunsBucket } from '../src/actors/nats/runs-bucket.js';
 import { ensureRolloutQueue } from '../src/actors/orchestrator/dispatch.js';
 import { rolloutConsumerName } from '../src/actors/rollout/protocol.js';
 import { writeDeadLetter } from '../src/events/dead-letter.js';
@@ -180,3 +181,29 @@ t.test('what the role needs works through its imports: PubAck, pull, ack', async
   const info = await store.jsm.consumers.info(COMMAND_STREAM, rolloutConsumerName(run2));
   t.equal(info.num_pending + info.num_ack_pending, 0, 'acked through the import');
 });
+
+t.test(
+  "no role but the orchestrator reads a run's lock or dedupe key; status and pointer read",
+  async (t) => {
+    const kv = await openRunsBucket(nats.nc);
+    for (const k of ['lock', 'dedupe-key', 'status', 'policy']) await kv.put(`${runId}.${k}`, `secret-${k}`);
+    for (const role of ['rollout', 'policy', 'search', 'trainer', 'viewer'] as const) {
+      const nc = await nats.connectAs(role);
+      const rkv = await openRunsBucket(nc);
+      for (const k of ['lock', 'dedupe-key']) {
+        const got = await rkv.get(`${runId}.${k}`).then(
+          (e) => `read ${e?.string()}`,
+          (err: Error) => `${err.name}: ${err.message}`,
+        );
+        t.notMatch(got, /^read/, `${role} ${k}: ${got}`);
+        const raw = await refused(nc, `$JS.API.STREAM.MSG.GET.KV_akbe_runs`, {
+          last_by_subj: `$KV.akbe_runs.${runId}.${k}`,
+        });
+        t.notMatch(raw, /secret/, `${role} ${k} by a stream get: ${raw.slice(0, 100)}`);
+      }
+      t.equal((await rkv.get(`${runId}.status`))?.string(), 'secret-status', `${role} reads the status`);
+      if (role !== 'rollout')
+        t.equal((await rkv.get(`${runId}.policy`))?.string(), 'secret-policy', `${role} reads the pointer`);
+    }
+  },
+);

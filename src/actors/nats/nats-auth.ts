@@ -80,8 +80,21 @@ function jsCreate(streams: string[]): string[] {
 }
 
 const WORKER_STREAMS = [...EVENT_STREAMS, KV_STREAM, OBJ_STREAM];
+/**
+ * The runs bucket is read key by key (nats.js's kv.get is a direct get by subject on 2.9): a
+ * role reads a run's status and policy pointer, never its lock or dedupe key, and opens no
+ * consumer on it.
+ */
+const KV_READ = [
+  `$JS.API.STREAM.INFO.${KV_STREAM}`,
+  ...['status', 'policy'].map((k) => `$JS.API.DIRECT.GET.${KV_STREAM}.$KV.${RUNS_BUCKET}.*.${k}`),
+];
 /** Every worker opens the event store and the checkpoint store, and may be the first to connect. */
-const WORKER_JS = [...jsRead(WORKER_STREAMS), ...jsCreate(WORKER_STREAMS)];
+const WORKER_JS = [
+  ...jsRead([...EVENT_STREAMS, OBJ_STREAM]),
+  ...KV_READ,
+  ...jsCreate(WORKER_STREAMS),
+];
 const INBOX = '_INBOX.>';
 
 /**
@@ -128,7 +141,7 @@ export function rolePermissions(role: NatsRole): Permissions {
       };
     case 'viewer':
       return {
-        publish: { allow: jsRead(WORKER_STREAMS) },
+        publish: { allow: [...jsRead([...EVENT_STREAMS, OBJ_STREAM]), ...KV_READ] },
         subscribe: { allow: [INBOX, 'akbe.*.evt.>', 'akbe.*.svc.train.progress'] },
       };
   }
