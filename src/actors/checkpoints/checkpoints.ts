@@ -56,7 +56,8 @@ import { keepCheckpointsProblem } from './keep-checkpoints.js';
 // process-wide choice): a 1.2 MB upload took 49 ms with it, 19 ms without, on an idle server.
 setSha256Backend('native');
 
-const FILES = ['config.json', 'model.safetensors', 'optimizer.safetensors'] as const;
+/** The files of a version that a load reads besides the tokenizer's (and that a publish uploads). */
+export const CHECKPOINT_FILES = ['config.json', 'model.safetensors', 'optimizer.safetensors'] as const;
 /** A file name a manifest may hold: no path, no leading dot (so never `.` or `..`). */
 const SAFE_FILE_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
 /** Object store chunks of an upload: the client lowers it to the server's max_payload (1 MiB by default). */
@@ -249,7 +250,7 @@ export class CheckpointStore {
   async importBase(baseDir: string): Promise<PublishedCheckpoint> {
     const dir = this.versionDir(0);
     await mkdir(dir, { recursive: true });
-    await copyPresent(baseDir, dir, [...FILES, ...TOKENIZER_FILES], true);
+    await copyPresent(baseDir, dir, [...CHECKPOINT_FILES, ...TOKENIZER_FILES], true);
     if (!existsSync(join(dir, 'model.safetensors')))
       throw new Error(`${baseDir}: no model.safetensors; build a base policy with akbe pretrain`);
     const published = await this.publish(0);
@@ -296,7 +297,7 @@ export class CheckpointStore {
       );
     const files = new Map<string, Uint8Array>();
     // With a manifest, every file it names (tokenizer files and weight shards too); else the three.
-    for (const file of manifest ? Object.keys(manifest).sort() : FILES) {
+    for (const file of manifest ? Object.keys(manifest).sort() : CHECKPOINT_FILES) {
       const name = this.objectName(version, file);
       // null: no such object (a missing optimizer state is fine); election errors are retried.
       const bytes = await retryElection(this.nc, `fetch ${name}`, () => this.obj.getBlob(name)).catch(
@@ -375,7 +376,7 @@ export class CheckpointStore {
     for (const v of removed) {
       await rm(this.versionDir(v), { recursive: true, force: true });
       const prefix = `${this.runId}/v${v}/`;
-      const names = new Set<string>([...FILES, ...TOKENIZER_FILES]);
+      const names = new Set<string>([...CHECKPOINT_FILES, ...TOKENIZER_FILES]);
       for (const n of stored) if (n.startsWith(prefix)) names.add(n.slice(prefix.length));
       for (const file of names) {
         const name = this.objectName(v, file);
@@ -435,7 +436,7 @@ export class CheckpointStore {
 }
 
 /** Copies the files of `names` that exist in `from` (over those in `to` only when `overwrite`). */
-async function copyPresent(
+export async function copyPresent(
   from: string,
   to: string,
   names: readonly string[],

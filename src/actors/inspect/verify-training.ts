@@ -34,7 +34,7 @@ import {
   readCheckpointFiles,
   sha256Hex,
 } from '../checkpoints/checkpoint-integrity.js';
-import { TOKENIZER_FILES } from '../checkpoints/checkpoints.js';
+import { copyPresent, TOKENIZER_FILES } from '../checkpoints/checkpoints.js';
 
 /** What policy.published records of a version. */
 export interface PublishedRecord {
@@ -130,9 +130,10 @@ async function verifySteps(
     held = version;
     const dir = join(work, `v${version}`);
     const files = await savedCheckpoint(host, dir, input.baseDir);
-    const problems = checkpointDifferences(version, published, files);
+    const derived = manifestOf(files); // hashed once: both comparisons below read it
+    const problems = checkpointDifferences(version, published, derived);
     const stored = await input.storedCheckpoint?.(version).catch(() => undefined);
-    if (stored) problems.push(...storedDifferences(version, files, stored));
+    if (stored) problems.push(...storedDifferences(version, derived, stored));
     if (problems.length) {
       // Context, not a finding of its own (the audit reports the digests): what the learner sent
       // was not what the log rebuilds either.
@@ -140,9 +141,9 @@ async function verifySteps(
         problems.push(
           "the log's rebuilt request differs from the digest learner.step recorded (see the audit)",
         );
-      const derived = files.get('model.safetensors');
+      const ours = files.get('model.safetensors');
       const weights = stored?.get('model.safetensors');
-      return fail(version, problems, derived && weights ? largestDifference(derived, weights) : undefined);
+      return fail(version, problems, ours && weights ? largestDifference(ours, weights) : undefined);
     }
     versions.push(version);
     await rm(join(work, `v${version - 1}`), { recursive: true, force: true });
@@ -160,23 +161,16 @@ async function savedCheckpoint(
   await mkdir(dir, { recursive: true });
   await host.saveCheckpoint(dir);
   // Publishing copies the base's tokenizer files into every version (checkpoints.ts publish).
-  for (const file of TOKENIZER_FILES)
-    if (existsSync(join(baseDir, file)) && !existsSync(join(dir, file)))
-      await copyFile(join(baseDir, file), join(dir, file));
+  await copyPresent(baseDir, dir, TOKENIZER_FILES);
   const files = await readCheckpointFiles(dir);
   for (const name of [...files.keys()]) if (isTemporary(name)) files.delete(name);
   return files;
 }
 
 /** Every file against the recorded manifest, or the weights against the recorded sha256 (v1 logs). */
-function checkpointDifferences(
-  version: number,
-  published: PublishedRecord,
-  files: ReadonlyMap<string, Uint8Array>,
-): string[] {
-  if (published.manifest) return manifestProblems(version, published.manifest, manifestOf(files));
-  const weights = files.get('model.safetensors');
-  const sha = weights ? sha256Hex(weights) : 'none';
+function checkpointDifferences(version: number, published: PublishedRecord, derived: Manifest): string[] {
+  if (published.manifest) return manifestProblems(version, published.manifest, derived);
+  const sha = derived['model.safetensors'] ?? 'none';
   return sha === published.sha256
     ? []
     : [
@@ -187,10 +181,9 @@ function checkpointDifferences(
 /** The stored copy's files against the re-derived ones (a file replaced after it was published). */
 function storedDifferences(
   version: number,
-  derived: ReadonlyMap<string, Uint8Array>,
+  want: Manifest,
   stored: ReadonlyMap<string, Uint8Array>,
 ): string[] {
-  const want = manifestOf(derived);
   const got = manifestOf(stored);
   const problems: string[] = [];
   for (const name of Object.keys(want).sort())
