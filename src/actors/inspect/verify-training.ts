@@ -1,24 +1,4 @@
-/**
- * Verified training (`akbe replay --verify-training`): re-derives every published checkpoint from
- * the base policy v0 and the train requests the audit rebuilt from the log alone
- * (src/audit/rebuilt-request.ts), and compares each with what the run's policy.published records.
- *
- * The trainer is built as the run's trainer role builds it (trainerOptionsOf, the recorded thread
- * count, the run's batch-invariance setting) and trains each step through the same training loop
- * (src/train/train-loop.ts): DPO's frozen reference is a second policy on v0, asynchronous runs
- * train with the decoupled objective and recompute pi_prox, clipped AKBE recomputes pi_old. After
- * each step the checkpoint is saved as the trainer saves it, the base's tokenizer files are copied
- * in as publishing does (checkpoints.ts), and every file's sha256 is compared with the manifest.
- * Training on the CPU provider is deterministic for a given request and thread count
- * (test/train-deterministic.test.ts), so any difference means the published version is not what
- * the logged batch trains to: the first such step is reported with its files and the largest
- * parameter difference, when the published weights are on this machine.
- *
- * Nothing but v0 is read from a checkpoint: pruned versions are re-derived, and the cost is the
- * run's training time (no rollouts are generated).
- */
-import { existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RebuiltStep } from '../../audit/collector.js';
@@ -28,13 +8,8 @@ import { PolicyHost } from '../../gpu/policy-host.js';
 import type { PolicyWorkerInit } from '../../gpu/policy-protocol.js';
 import { decodeSafetensors, toFloat32 } from '../../gpu/safetensors.js';
 import { trainLoop } from '../../train/train-loop.js';
-import {
-  isTemporary,
-  manifestProblems,
-  readCheckpointFiles,
-  sha256Hex,
-} from '../checkpoints/checkpoint-integrity.js';
-import { copyPresent, TOKENIZER_FILES } from '../checkpoints/checkpoints.js';
+import { copyPresent, TOKENIZER_FILES } from '../checkpoints/checkpoint-files.js';
+import { isTemporary, manifestProblems, readCheckpointFiles } from '../checkpoints/checkpoint-integrity.js';
 
 /** What policy.published records of a version. */
 export interface PublishedRecord {

@@ -188,7 +188,7 @@ async function checkBase(dir: string, sha: string, manifest: Manifest | null): P
   const { readCheckpointFiles, sha256Hex, manifestProblems } = await import(
     '../../actors/checkpoints/checkpoint-integrity.js'
   );
-  const { CHECKPOINT_FILES, TOKENIZER_FILES } = await import('../../actors/checkpoints/checkpoints.js');
+  const { CHECKPOINT_FILES, TOKENIZER_FILES } = await import('../../actors/checkpoints/checkpoint-files.js');
   const { manifestOf } = await import('../../events/train-digest.js');
   if (!existsSync(join(dir, 'model.safetensors')))
     throw new VerifyRefused(`--base ${dir}: no model.safetensors there`);
