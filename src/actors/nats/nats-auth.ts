@@ -90,11 +90,7 @@ const KV_READ = [
   ...['status', 'policy'].map((k) => `$JS.API.DIRECT.GET.${KV_STREAM}.$KV.${RUNS_BUCKET}.*.${k}`),
 ];
 /** Every worker opens the event store and the checkpoint store, and may be the first to connect. */
-const WORKER_JS = [
-  ...jsRead([...EVENT_STREAMS, OBJ_STREAM]),
-  ...KV_READ,
-  ...jsCreate(WORKER_STREAMS),
-];
+const WORKER_JS = [...jsRead([...EVENT_STREAMS, OBJ_STREAM]), ...KV_READ, ...jsCreate(WORKER_STREAMS)];
 const INBOX = '_INBOX.>';
 
 /**
