@@ -1,6 +1,7 @@
 /**
- * NATS authentication and authorization: one account `AKBE` with one nkey user per role, each
- * holding only the subjects its role needs (docs/security.md has the table and the reasons).
+ * NATS authentication and authorization: one nkey user per role, each holding only the subjects
+ * its role needs (docs/security.md has the table and the reasons). The streams' account is `AKBE`;
+ * roles listed in nats-accounts.ts (the rollout role) live in accounts of their own.
  *
  *   <auth dir>/auth.conf      server config fragment: the account, users' public keys, permissions
  *   <auth dir>/<role>.nk      a role's nkey seed (ed25519), mode 0600
