@@ -110,6 +110,21 @@ function installExitHook(): void {
 export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNatsServer> {
   const binary = opts.binary ?? findNatsServerBinary();
   if (!binary) throw new NatsServerMissingError();
+  const plan = planServer(opts);
+  const spawned = spawnTracked(binary, plan.args);
+  const port = await waitUntilReady(spawned, opts.readyTimeoutMs ?? 10_000);
+  return serverHandle(opts, plan, spawned, port);
+}
+
+/** What a server is started with: its address, the auth and TLS dirs (made when missing) and argv. */
+interface ServerPlan {
+  host: string;
+  authDir: string | null;
+  tls: NatsTlsFiles | null;
+  args: string[];
+}
+
+function planServer(opts: StartNatsOptions): ServerPlan {
   mkdirSync(opts.storeDir, { recursive: true });
   const host = opts.host ?? '127.0.0.1';
   const port = opts.port ?? 0;
@@ -129,55 +144,86 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
     opts.storeDir,
     ...(opts.args ?? []),
   ];
+  return { host, authDir, tls, args };
+}
+
+/** A started child server, with the tail of its output (read for the whole of its life). */
+interface SpawnedServer {
+  child: ChildProcess;
+  exited: Promise<void>;
+  log(): string;
+}
+
+/**
+ * Spawns the server, killed by the exit hook if this process exits first. Its output is read
+ * for as long as it runs (an unread pipe would fill and block the server), and only the tail
+ * is kept: a long run's server log must not grow this process's memory.
+ */
+function spawnTracked(binary: string, args: string[]): SpawnedServer {
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   installExitHook();
   let log = '';
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.once('exit', () => running.delete(child));
+  const onData = (chunk: Buffer) => {
+    log = (log + chunk.toString()).slice(-16_384);
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  return { child, exited, log: () => log };
+}
 
-  const actualPort = await new Promise<number>((resolve, reject) => {
+/** Resolves with the client port once the log says "Server is ready"; rejects on exit or timeout. */
+function waitUntilReady({ child, log }: SpawnedServer, timeoutMs: number): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
     let clientPort = 0;
-    const timer = setTimeout(
-      () =>
-        reject(
-          new NatsServerStartError(
-            `nats-server did not become ready within ${opts.readyTimeoutMs ?? 10_000} ms`,
-            log,
-          ),
-        ),
-      opts.readyTimeoutMs ?? 10_000,
-    );
-    const onData = (chunk: Buffer) => {
-      // Keep only the tail: a long run's server log must not grow this process's memory.
-      log = (log + chunk.toString()).slice(-16_384);
-      const m = /Listening for client connections on [^\s]*:(\d+)/.exec(log);
+    const done = () => {
+      clearTimeout(timer);
+      child.stdout!.off('data', onData);
+      child.stderr!.off('data', onData);
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new NatsServerStartError(`nats-server did not become ready within ${timeoutMs} ms`, log()));
+    }, timeoutMs);
+    // Registered after spawnTracked's listener, so log() already holds this chunk.
+    const onData = () => {
+      const m = /Listening for client connections on [^\s]*:(\d+)/.exec(log());
       if (m) clientPort = Number(m[1]);
-      if (clientPort && /Server is ready/.test(log)) {
-        clearTimeout(timer);
+      if (clientPort && /Server is ready/.test(log())) {
+        done();
         resolve(clientPort);
       }
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
     child.once('error', (err) => {
-      clearTimeout(timer);
-      reject(new NatsServerStartError(`nats-server failed to start: ${err.message}`, log));
+      done();
+      reject(new NatsServerStartError(`nats-server failed to start: ${err.message}`, log()));
     });
     child.once('exit', (code) => {
-      clearTimeout(timer);
+      done();
       reject(
         new NatsServerStartError(
-          `nats-server exited with code ${code} before it was ready: ${lastLines(log)}`,
-          log,
+          `nats-server exited with code ${code} before it was ready: ${lastLines(log())}`,
+          log(),
         ),
       );
     });
   });
+}
 
+/** The ready server's handle: registered for local clients, watched, and stopped on request. */
+function serverHandle(
+  opts: StartNatsOptions,
+  { host, authDir, tls }: ServerPlan,
+  { child, exited }: SpawnedServer,
+  port: number,
+): LocalNatsServer {
   const watchdog = opts.watchParent === false ? null : watchParent(child.pid!);
-  if (authDir) registerLocalServer(actualPort, child.pid!, authDir, tls?.caFile);
-  child.once('exit', () => unregisterLocalServer(actualPort, child.pid!));
+  if (authDir) registerLocalServer(port, child.pid!, authDir, tls?.caFile);
+  child.once('exit', () => unregisterLocalServer(port, child.pid!));
   const stopWith = async (signal: NodeJS.Signals) => {
     watchdog?.kill('SIGKILL');
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -188,8 +234,8 @@ export async function startNatsServer(opts: StartNatsOptions): Promise<LocalNats
   };
   child.once('exit', () => watchdog?.kill('SIGKILL'));
   return {
-    url: `nats://${host}:${actualPort}`,
-    port: actualPort,
+    url: `nats://${host}:${port}`,
+    port,
     storeDir: opts.storeDir,
     pid: child.pid!,
     process: child,
