@@ -178,7 +178,9 @@ function torch(s: Shape, work: Work, threads: number): Figures {
     input: JSON.stringify(spec),
     encoding: 'utf8',
     maxBuffer: 1 << 28,
-    env: { ...process.env, OMP_NUM_THREADS: String(threads) },
+    // PASSIVE: OpenMP workers sleep when idle, as ORT's do with spinning off (an active wait on
+    // a loaded 2-core machine starves the other thread: 40x slower decoding at 2 threads).
+    env: { ...process.env, OMP_NUM_THREADS: String(threads), OMP_WAIT_POLICY: 'PASSIVE' },
   });
   const r = JSON.parse(out.trim().split('\n').pop()!);
   return {
