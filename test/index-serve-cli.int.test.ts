@@ -3,9 +3,12 @@
  * it answers on, `--http 0` picks a free port for POST /retrieve, the `--max-*` limits refuse
  * what is over them (FastAPI's 422 naming the limit, 413 for the body), `--http-only` serves
  * without NATS (an unreachable --nats is never dialled), and SIGTERM stops it with exit code 0.
+ * It connects with the search role's key: given only that seed, it serves.
  */
+import { copyFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
+import { seedPath } from '../src/actors/nats/nats-auth.js';
 import { requestSearch } from '../src/actors/services/search/search-service.js';
 import { buildIndex } from '../src/retrieval/store.js';
 import { tmpDir, writeWikiCorpus } from './fixtures/index/tmp-corpus.js';
@@ -23,8 +26,8 @@ await buildIndex({
   progress: false,
 });
 
-async function serve(t: Test, args: string[]) {
-  const cli = startCli(['index', 'serve', '--index', index, ...args]);
+async function serve(t: Test, args: string[], env: NodeJS.ProcessEnv = {}) {
+  const cli = startCli(['index', 'serve', '--index', index, ...args], env);
   t.teardown(() => {
     if (cli.child.exitCode === null) cli.child.kill('SIGKILL');
   });
@@ -52,25 +55,34 @@ const ids = (lists: Array<Array<{ id?: string; document?: { id: string } }>>) =>
 
 t.test('--run, --http and the --max-* limits take effect; --http-only never dials NATS', async (t) => {
   const nats = await withNats(t);
+  // The search role's seed only (issue 23 item 6): `akbe index serve` connecting as the
+  // orchestrator (any other role) finds no credentials here and fails to start.
+  const searchOnly = join(dir, 'search-only-auth');
+  mkdirSync(searchOnly, { mode: 0o700 });
+  copyFileSync(seedPath(nats.authDir, 'search'), seedPath(searchOnly, 'search'));
   // Both children start together (each takes seconds to load the TypeScript sources). The second
   // gets an unreachable --nats (nothing listens on port 1): dialling it would fail the command.
   const [full, only] = await Promise.all([
-    serve(t, [
-      '--run',
-      'r1',
-      '--nats',
-      nats.server.url,
-      '--http',
-      '0',
-      '--max-topk',
-      '2',
-      '--max-queries',
-      '2',
-      '--max-query-chars',
-      '20',
-      '--max-body-bytes',
-      '1024',
-    ]),
+    serve(
+      t,
+      [
+        '--run',
+        'r1',
+        '--nats',
+        nats.server.url,
+        '--http',
+        '0',
+        '--max-topk',
+        '2',
+        '--max-queries',
+        '2',
+        '--max-query-chars',
+        '20',
+        '--max-body-bytes',
+        '1024',
+      ],
+      { AKBE_NATS_AUTH_DIR: searchOnly },
+    ),
     serve(t, ['--http-only', '--http', '0', '--nats', 'nats://127.0.0.1:1']),
   ]);
   const { cli, url } = full;

@@ -6,7 +6,10 @@
  * a real secured nats-server and the real search role: such requests (valid, and
  * garbage that gets an error answer) are refused without answering, dead-lettered with the reason,
  * and the log keeps every event; an inbox reply still gets its answer. Planted: the inbox check
- * removed -> the stream is purged and this test fails.
+ * removed -> the stream is purged and this test fails. Since the rollout role has an account of
+ * its own (nats-accounts.ts), its request reaches the service with a server-mapped `_R_.` reply:
+ * the purge lands in the rollout account, where there is no JetStream; the inbox check is then
+ * exercised by a requester inside the services' account.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,9 +43,24 @@ const before = await store.lastSeq(runId);
 
 const settle = () => new Promise((r) => setTimeout(r, 500));
 
-t.test('a reply subject that is not an inbox is never answered', async (t) => {
+t.test('a rollout key: its reply subject is mapped by its account, the purge lands nowhere', async (t) => {
+  // The rollout role's account (nats-accounts.ts) reaches svc.search through a service import:
+  // the server hands the service a `_R_.` reply that leads back to the rollout account only.
   const attacker = await nats.connectAs('rollout');
   t.teardown(() => attacker.close());
+  const purge = '$JS.API.STREAM.PURGE.AKBE_EVENTS';
+  const search = serviceSubject(runId, 'search');
+  attacker.publish(search, JSON.stringify({ queries: ['who founded the city'], topk: 2 }), { reply: purge });
+  attacker.publish(search, 'not json', { reply: purge });
+  await attacker.flush();
+  await settle();
+  t.equal(await store.lastSeq(runId), before, 'the event log kept its events');
+});
+
+t.test('a reply subject that is not an inbox is never answered', async (t) => {
+  // A requester in the services' own account (here the orchestrator's connection itself): the
+  // service's inbox check is what keeps it from publishing the purge.
+  const attacker = nats.nc;
   const purge = '$JS.API.STREAM.PURGE.AKBE_EVENTS';
   const search = serviceSubject(runId, 'search');
   // A valid request (its answer would be the purge request) and garbage (its error answer would be).
@@ -50,7 +68,7 @@ t.test('a reply subject that is not an inbox is never answered', async (t) => {
   attacker.publish(search, 'not json', { reply: purge });
   await attacker.flush();
   await settle();
-  t.equal(await store.lastSeq(runId), before, 'the event log kept its events');
+  t.equal(await store.lastSeq(runId), before, 'the event log kept its events (inbox check)');
   const letters = [];
   for await (const d of store.deadLetters(runId)) letters.push(d);
   const refused = letters.filter((d) => /is not an inbox/.test(d.detail));

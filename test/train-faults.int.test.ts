@@ -11,6 +11,7 @@ import { jetstream } from '@nats-io/jetstream';
 import t from 'tap';
 import { runTraining } from '../src/actors/orchestrator/orchestrator.js';
 import type { AkbeEvent } from '../src/events/catalog.js';
+import { TIMEOUT_RETRY_ENV } from '../src/events/retry.js';
 import { EventStore } from '../src/events/store.js';
 import { FAULT_AT_ENV } from '../src/util/kill-point.js';
 import { runCli } from './helpers/cli.js';
@@ -24,6 +25,7 @@ const store = await EventStore.open(nats.nc);
 const home = mkdtempSync(join(tmpdir(), 'akbe-faults-'));
 t.teardown(() => {
   delete process.env[FAULT_AT_ENV];
+  delete process.env[TIMEOUT_RETRY_ENV];
   rmSync(home, { recursive: true, force: true });
 });
 
@@ -54,6 +56,7 @@ t.test('a timed-out checkpoint upload is retried within the step; the run finish
 
 t.test('an upload that never succeeds: run.finished failed with the reason, exit 1', async (t) => {
   process.env[FAULT_AT_ENV] = 'upload:1:always';
+  process.env[TIMEOUT_RETRY_ENV] = '0'; // the fewest tries (4), not 90 s of them
   const config = join(home, 'tiny.json');
   writeFileSync(
     config,
@@ -63,7 +66,7 @@ t.test('an upload that never succeeds: run.finished failed with the reason, exit
   const r = await runCli('train', '--config', config, '--run-id', 'fault2', '--home', home, '--nats', url);
   t.equal(r.code, 1, 'akbe train exits 1');
   const line = r.err.trimEnd().split('\n').at(-1) ?? '';
-  const reason = /store fault2\/v1\/\S+: no answer in 4 tries \(TimeoutError: timeout/;
+  const reason = /store fault2\/v1\/\S+: no answer in 4 tries over \d+ s \(TimeoutError: timeout/;
   t.match(line, reason, line);
   const last = (await logOf('fault2')).at(-1);
   t.equal(last?.type, 'run.finished', 'the log ends with run.finished');

@@ -7,7 +7,7 @@
  * clean run also verifies from an export with `--base`. The synchronous run of audit-train.int,
  * and the asynchronous, DPO-AKBE and resumed runs verify in their own files.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstream } from '@nats-io/jetstream';
@@ -190,6 +190,9 @@ t.test('a clean run verifies; its stored v2 replaced afterwards is caught by bot
   );
   t.equal(fromFile.code, 0, fromFile.out + fromFile.err);
   t.match(fromFile.out, /verified training: 2 steps re-derived from v0/);
+  // `elsewhere` holds no run `clean`: its verdict is not kept there (it would name nothing).
+  t.match(fromFile.err, /the verdict was not kept: \S+ holds no run clean/);
+  t.notOk(existsSync(join(elsewhere, 'runs', 'clean')), 'nothing written under a home without the run');
   // The same run as a v1 log (learner.step and policy.published without digests or manifests,
   // as written before session 7): verified by the weights' sha256, and said what is unchecked.
   const v1File = join(home, 'clean-v1.jsonl');

@@ -9,7 +9,7 @@ import { type AkbeEvent, validateEvent } from './catalog.js';
 import { decodeEvent, encodeEvent } from './codec.js';
 import { AppendError, ConcurrencyError, EventStoreError, PreemptedAppendError } from './errors.js';
 import { type PipelinedFailure, publishPipelined } from './pipelined-publish.js';
-import { ELECTION_RETRY_MS, isTransientNatsError, retryElection, TIMEOUT_ATTEMPTS } from './retry.js';
+import { ELECTION_RETRY_MS, isTransientNatsError, retryElection, timeoutRetryLeft } from './retry.js';
 import { EVENTS_STREAM, eventSubject } from './subjects.js';
 
 export interface AppendResult {
@@ -116,7 +116,7 @@ type Outcome = AppendResult | PipelinedFailure;
  * of an event that was stored after all a duplicate. On a cluster, a node's loss leaves a stream
  * without a leader for a few seconds (no responders, or acks that time out): again until a new
  * leader answers, for ELECTION_RETRY_MS. On a single server only acks that timed out (a busy
- * machine), and what was not sent after them, TIMEOUT_ATTEMPTS times in all (retry.ts).
+ * machine), and what was not sent after them, for TIMEOUT_RETRY_MS (retry.ts's timeoutRetryLeft).
  */
 async function republishFailed(
   nc: NatsConnection,
@@ -124,7 +124,8 @@ async function republishFailed(
   publish: (indexes: readonly number[]) => Promise<Outcome[]>,
 ): Promise<void> {
   const cluster = Boolean(nc.info?.cluster);
-  const deadline = Date.now() + ELECTION_RETRY_MS;
+  const started = Date.now();
+  const deadline = started + ELECTION_RETRY_MS;
   for (let attempt = 1, wait = 250; ; attempt++, wait = Math.min(wait * 2, 2_000)) {
     const failed = outcomes.flatMap((o, i) => ('kind' in o ? [{ i, kind: o.kind }] : []));
     const timedOut =
@@ -135,7 +136,7 @@ async function republishFailed(
       : timedOut
         ? failed.map((f) => f.i)
         : [];
-    const spent = cluster ? Date.now() > deadline : attempt >= TIMEOUT_ATTEMPTS;
+    const spent = cluster ? Date.now() > deadline : !timeoutRetryLeft(attempt, started, Date.now(), wait);
     if (again.length === 0 || nc.isClosed() || spent) return;
     await new Promise((r) => setTimeout(r, wait));
     const retried = await publish(again);

@@ -48,9 +48,15 @@ export function decodeAtEdge<T>(what: string, decode: () => T): T {
  * deputy: the requester needs no permission on a reply subject).
  */
 export const INBOX_PREFIX = '_INBOX.';
+/**
+ * The reply subject nats-server gives a request that came through a service import (a role in
+ * an account of its own, src/actors/nats/nats-accounts.ts): the server maps it back to the
+ * requester's inbox in the requester's account, and to nothing else.
+ */
+export const IMPORT_REPLY_PREFIX = '_R_.';
 
 export function isInbox(subject: string): boolean {
-  return subject.startsWith(INBOX_PREFIX) && subject.length > INBOX_PREFIX.length;
+  return [INBOX_PREFIX, IMPORT_REPLY_PREFIX].some((p) => subject.startsWith(p) && subject.length > p.length);
 }
 
 export interface EdgeStats {

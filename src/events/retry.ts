@@ -10,10 +10,13 @@
  *   const info = await retryElection(nc, 'stream info AKBE_EVENTS', () => jsm.streams.info(name));
  *
  * On a single server there is no election to wait for, but a busy machine (a slow fsync, a
- * stalled event loop) can still miss an ack or a reply: a call that timed out is made again, up to
- * TIMEOUT_ATTEMPTS times in all (every call retried here is idempotent: object-store puts of one
- * name, KV puts, publishes with a Nats-Msg-Id). Any other error, and a closed connection (losing
- * the only server is reported at once, as src/cli reports a lost NATS server), is final.
+ * stalled event loop) can still miss an ack or a reply: a call that timed out is made again until
+ * TIMEOUT_RETRY_MS have passed since its first try, and at least TIMEOUT_ATTEMPTS times in all
+ * (every call retried here is idempotent: object-store puts of one name, KV puts, publishes with a
+ * Nats-Msg-Id). The bound is time, not a count: on a starved machine four checkpoint uploads in a
+ * row timed out within ~25 s and failed the run (session 13's grid), while the machine answered a
+ * minute later. Any other error, and a closed connection (losing the only server is reported at
+ * once, as src/cli reports a lost NATS server), is final.
  * AKBE_DEBUG=1 logs each retry.
  */
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
@@ -38,20 +41,71 @@ export class ClusterUnavailableError extends Error {
   }
 }
 
-/** On a single server: how many times in all a call that timed out is made (250, 500, 1000 ms apart). */
+/** On a single server: the fewest times in all a call that timed out is made (250, 500, 1000 ms apart). */
 export const TIMEOUT_ATTEMPTS = 4;
 
-/** A single server's call timed out TIMEOUT_ATTEMPTS times; the last timeout is the cause. */
+/**
+ * On a single server: how long after its first try a call that timed out is still made again.
+ * Under JetStream's 2-minute dedupe window, so a publish retried with its Nats-Msg-Id is still
+ * recognised as the same message.
+ */
+export const TIMEOUT_RETRY_MS = 90_000;
+
+/** Overrides TIMEOUT_RETRY_MS (milliseconds, 0 to 110000: a try must start inside the dedupe window). */
+export const TIMEOUT_RETRY_ENV = 'AKBE_TIMEOUT_RETRY_MS';
+
+/** The single-server retry window: AKBE_TIMEOUT_RETRY_MS when set, else TIMEOUT_RETRY_MS. */
+export function timeoutRetryMs(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env[TIMEOUT_RETRY_ENV];
+  if (raw === undefined || raw === '') return TIMEOUT_RETRY_MS;
+  const ms = Number(raw);
+  if (!Number.isInteger(ms) || ms < 0 || ms > 110_000)
+    throw new Error(`${TIMEOUT_RETRY_ENV}=${raw}: expected whole milliseconds from 0 to 110000`);
+  return ms;
+}
+
+/** A single server's call kept timing out for its window; the last timeout is the cause. */
 export class RetriesExhaustedError extends Error {
   constructor(
     readonly what: string,
     readonly attempts: number,
+    readonly waitedMs: number,
     opts?: ErrorOptions,
   ) {
     const cause = opts?.cause instanceof Error ? `${opts.cause.name}: ${opts.cause.message}` : 'no answer';
-    super(`${what}: no answer in ${attempts} tries (${cause})`, opts);
+    super(`${what}: no answer in ${attempts} tries over ${Math.round(waitedMs / 1000)} s (${cause})`, opts);
     this.name = 'RetriesExhaustedError';
   }
+}
+
+/** The clock retryTimeouts reads and sleeps on (a test passes one that advances by hand). */
+export interface RetryClock {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+const realClock: RetryClock = { now: () => Date.now(), sleep: (ms) => delay(ms) };
+
+/** What bounds retryTimeouts: the window after the first try, the fewest tries, the clock. */
+export interface TimeoutRetryOptions {
+  windowMs?: number;
+  minAttempts?: number;
+  clock?: RetryClock;
+}
+
+/**
+ * Whether a call whose tries began at `startedMs` and have failed `attempt` times is tried again
+ * after `waitMs`: always until `minAttempts`, then while the next try starts inside the window.
+ */
+export function timeoutRetryLeft(
+  attempt: number,
+  startedMs: number,
+  nowMs: number,
+  waitMs: number,
+  opts: { windowMs?: number; minAttempts?: number } = {},
+): boolean {
+  if (attempt < (opts.minAttempts ?? TIMEOUT_ATTEMPTS)) return true;
+  return nowMs - startedMs + waitMs <= (opts.windowMs ?? timeoutRetryMs());
 }
 
 /** True for a timeout (no ack, no reply in time) anywhere in the cause chain. */
@@ -80,6 +134,8 @@ export interface RetryOptions {
   windowMs?: number;
   /** Which errors to retry (default isTransientNatsError). */
   retryable?: (err: unknown) => boolean;
+  /** On a single server: what bounds retrying timeouts (default TIMEOUT_RETRY_MS, real time). */
+  timeouts?: TimeoutRetryOptions;
 }
 
 /** What a JetStream call goes through: the connection, or a JetStream client or manager on it. */
@@ -126,7 +182,7 @@ export async function retryElection<T>(
   const nc = connectionOf(api);
   const started = Date.now();
   const windowMs = opts.windowMs ?? electionWindowMs(nc);
-  if (windowMs === 0) return retryTimeouts(nc, what, fn);
+  if (windowMs === 0) return retryTimeouts(nc, what, fn, opts.timeouts);
   const retryable = opts.retryable ?? isTransientNatsError;
   for (let wait = 250, attempt = 1; ; wait = Math.min(wait * 2, 2_000), attempt++) {
     try {
@@ -145,24 +201,28 @@ export async function retryElection<T>(
 }
 
 /**
- * Calls `fn` until it succeeds, fails otherwise than by a timeout, the connection closes, or it
- * timed out `attempts` times (then RetriesExhaustedError, the last timeout its cause).
+ * Calls `fn` until it succeeds, fails otherwise than by a timeout, the connection closes, or its
+ * tries have timed out for the window (timeoutRetryLeft; then RetriesExhaustedError, the last
+ * timeout its cause). Waits 250 ms, doubling to 4 s, between tries.
  */
 export async function retryTimeouts<T>(
   nc: NatsConnection,
   what: string,
   fn: () => Promise<T>,
-  attempts = TIMEOUT_ATTEMPTS,
+  opts: TimeoutRetryOptions = {},
 ): Promise<T> {
-  for (let attempt = 1, wait = 250; ; attempt++, wait *= 2) {
+  const clock = opts.clock ?? realClock;
+  const started = clock.now();
+  for (let attempt = 1, wait = 250; ; attempt++, wait = Math.min(wait * 2, 4_000)) {
     try {
       return await fn();
     } catch (err) {
       if (!isTimeoutError(err) || nc.isClosed()) throw err;
-      if (attempt >= attempts) throw new RetriesExhaustedError(what, attempts, { cause: err });
+      if (!timeoutRetryLeft(attempt, started, clock.now(), wait, opts))
+        throw new RetriesExhaustedError(what, attempt, clock.now() - started, { cause: err });
       if (process.env.AKBE_DEBUG)
         process.stderr.write(`akbe debug: ${what}: try ${attempt} timed out; again in ${wait} ms\n`);
-      await delay(wait);
+      await clock.sleep(wait);
     }
   }
 }

@@ -17,11 +17,13 @@
  * version they started with, then the next batch opens on the new one; no trajectory mixes two.
  *
  * A request that names a policy version (GenerateRequest.version) goes to that version's lane: one
- * batch per version in flight, on the parameters the backend holds for it (holdVersion), each
- * stepped once per loop iteration, so an asynchronous run's rollouts of versions k-1 and k decode
- * side by side and a new version starts decoding without waiting for the old one's rows. The
- * token budget holds per lane (per batch). Unversioned requests share the lane of the current
- * parameters, as above.
+ * batch per version in flight, on the parameters the backend holds for it (holdVersion), so an
+ * asynchronous run's rollouts of versions k-1 and k decode side by side and a new version starts
+ * decoding without waiting for the old one's rows. Each iteration prefills each lane's joining
+ * prompts, then steps every lane's rows in one pass when the backend can (`stepMany`: one forward
+ * for all versions in flight, each batch getting what its own step would, to the bit), else one
+ * step per lane. The token budget holds per lane (per batch). Unversioned requests share the lane
+ * of the current parameters, as above.
  */
 import {
   type DecodeBackend,
@@ -59,6 +61,8 @@ export interface ContinuousStats {
   largestIterationTokens: number;
   /** Requests admitted while other rows were mid-decode. */
   joinedRunning: number;
+  /** Decode steps that handed several versions' batches to DecodeBackend.stepMany (one pass on the cached step graph). */
+  sharedPasses: number;
 }
 
 export class DecoderClosedError extends Error {
@@ -86,6 +90,8 @@ interface Lane {
   /** In the batch's row order. */
   running: Running[];
   batch: RowBatch | undefined;
+  /** Tokens fed to the model for this lane in the current iteration (prefill + step). */
+  fed: number;
 }
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -102,6 +108,7 @@ export class ContinuousBatcher {
     largestBatch: 0,
     largestIterationTokens: 0,
     joinedRunning: 0,
+    sharedPasses: 0,
   };
 
   constructor(
@@ -126,7 +133,7 @@ export class ContinuousBatcher {
       const key = req.version ?? null;
       let lane = this.lanes.get(key);
       if (!lane) {
-        lane = { key, queue: [], running: [], batch: undefined };
+        lane = { key, queue: [], running: [], batch: undefined, fed: 0 };
         this.lanes.set(key, lane);
       }
       lane.queue.push({ req, resolve, reject });
@@ -161,18 +168,69 @@ export class ContinuousBatcher {
       return;
     }
     while (this.lanes.size > 0) {
+      const stepping: Lane[] = [];
       for (const lane of [...this.lanes.values()]) {
         try {
-          await this.iterate(backend, lane);
+          await this.prefillJoining(backend, lane);
+          if (lane.running.length > 0) stepping.push(lane);
         } catch (e) {
-          // A failed forward (or unusable logits) fails the rows in it; queued requests go on.
-          for (const r of lane.running) r.caller.reject(e);
-          lane.running = [];
-          lane.batch = undefined;
+          this.failRows(lane, e);
         }
+      }
+      await this.step(backend, stepping);
+      for (const lane of [...this.lanes.values()]) {
+        this.stats.largestIterationTokens = Math.max(this.stats.largestIterationTokens, lane.fed);
         if (lane.queue.length === 0 && lane.running.length === 0) this.lanes.delete(lane.key);
       }
       await nextTurn();
+    }
+  }
+
+  /** A failed forward (or unusable logits) fails the rows in it; queued requests go on. */
+  private failRows(lane: Lane, e: unknown): void {
+    for (const r of lane.running) r.caller.reject(e);
+    lane.running = [];
+    lane.batch = undefined;
+  }
+
+  /**
+   * One decode step for every lane's rows: one pass for all of them when the backend can run
+   * several batches at once (stepMany: the versions in flight), else one step per lane.
+   */
+  private async step(backend: DecodeBackend, lanes: Lane[]): Promise<void> {
+    const V = backend.vocabSize;
+    for (const lane of lanes) {
+      lane.fed += lane.running.length;
+      this.stats.steps++;
+      this.stats.largestBatch = Math.max(this.stats.largestBatch, lane.running.length);
+    }
+    if (lanes.length > 1 && backend.stepMany) {
+      let logits: Float32Array[];
+      try {
+        this.stats.sharedPasses++;
+        logits = await backend.stepMany(
+          lanes.map((lane) => ({ batch: lane.batch!, tokens: lane.running.map((r) => r.row.next) })),
+        );
+      } catch (e) {
+        for (const lane of lanes) this.failRows(lane, e);
+        return;
+      }
+      for (const [k, lane] of lanes.entries()) {
+        try {
+          this.finishRows(lane, lane.batch!, logits[k], 0, V);
+        } catch (e) {
+          this.failRows(lane, e);
+        }
+      }
+      return;
+    }
+    for (const lane of lanes) {
+      try {
+        const batch = lane.batch!;
+        this.finishRows(lane, batch, await batch.step(lane.running.map((r) => r.row.next)), 0, V);
+      } catch (e) {
+        this.failRows(lane, e);
+      }
     }
   }
 
@@ -198,7 +256,9 @@ export class ContinuousBatcher {
     return admitted;
   }
 
-  private async iterate(backend: DecodeBackend, lane: Lane): Promise<void> {
+  /** Opens the lane's batch when it has none and prefills the requests that join it now. */
+  private async prefillJoining(backend: DecodeBackend, lane: Lane): Promise<void> {
+    lane.fed = 0;
     // An empty batch is replaced: it picks up new parameters and sheds the capacity it grew to.
     if (!lane.batch || lane.running.length === 0) {
       try {
@@ -211,29 +271,18 @@ export class ContinuousBatcher {
       }
     }
     const batch = lane.batch;
-    const V = backend.vocabSize;
     const joined = this.admit(backend, lane, batch);
-    let fed = 0;
-    if (joined.length > 0) {
-      if (lane.running.length > 0) this.stats.joinedRunning += joined.length;
-      this.stats.prefills++;
-      lane.running.push(...joined); // before the forward: a failure rejects them too
-      const prompts = joined.map((r) => r.row.req.prompt);
-      fed += prompts.reduce((a, p) => a + p.length, 0);
-      const logits = await batch.prefill(
-        prompts,
-        joined.map((r) => r.row.slots),
-      );
-      this.finishRows(lane, batch, logits, lane.running.length - joined.length, V);
-    }
-    if (lane.running.length > 0) {
-      fed += lane.running.length;
-      this.stats.steps++;
-      this.stats.largestBatch = Math.max(this.stats.largestBatch, lane.running.length);
-      const logits = await batch.step(lane.running.map((r) => r.row.next));
-      this.finishRows(lane, batch, logits, 0, V);
-    }
-    this.stats.largestIterationTokens = Math.max(this.stats.largestIterationTokens, fed);
+    if (joined.length === 0) return;
+    if (lane.running.length > 0) this.stats.joinedRunning += joined.length;
+    this.stats.prefills++;
+    lane.running.push(...joined); // before the forward: a failure rejects them too
+    const prompts = joined.map((r) => r.row.req.prompt);
+    lane.fed += prompts.reduce((a, p) => a + p.length, 0);
+    const logits = await batch.prefill(
+      prompts,
+      joined.map((r) => r.row.slots),
+    );
+    this.finishRows(lane, batch, logits, lane.running.length - joined.length, backend.vocabSize);
   }
 
   /**

@@ -73,6 +73,11 @@ export interface DecodeBackend {
   readonly paramsVersion: number;
   /** Opens an empty batch on the current parameters, or on those of a held policy version. */
   open(version?: number): RowBatch;
+  /**
+   * Optional: steps several of its open batches in one pass (the policy versions in flight, each
+   * batch on its own parameters); returns per batch what its own `step(tokens)` would, to the bit.
+   */
+  stepMany?(steps: ReadonlyArray<{ batch: RowBatch; tokens: readonly number[] }>): Promise<Float32Array[]>;
 }
 
 /** A request names a policy version the decoder does not hold (never loaded, or out of the window). */
@@ -208,6 +213,15 @@ export function gatherRows<T extends Float32Array | Uint8Array>(
   keep.forEach((r, i) => {
     out.set(data.subarray(r * stride, (r + 1) * stride), i * stride);
   });
+  return out;
+}
+
+/** The steps of several batches one after the other (what `DecodeBackend.stepMany` does in one pass). */
+export async function stepEach(
+  steps: ReadonlyArray<{ batch: RowBatch; tokens: readonly number[] }>,
+): Promise<Float32Array[]> {
+  const out: Float32Array[] = [];
+  for (const s of steps) out.push(await s.batch.step(s.tokens));
   return out;
 }
 

@@ -9,7 +9,8 @@
 import type * as Ort from 'onnxruntime-node';
 import { architecture, type PolicyConfig } from './architecture.js';
 import type { Params } from './config.js';
-import { type DecodeBackend, PolicyVersionNotHeldError, type RowBatch } from './decoder.js';
+import { type DecodeBackend, PolicyVersionNotHeldError, type RowBatch, stepEach } from './decoder.js';
+import { encodeModel } from './graph/onnx-proto.js';
 import type { WeightsDtype } from './model-inputs.js';
 import { buildDecodeGraph, buildForwardGraph } from './policy-graphs.js';
 import {
@@ -29,6 +30,7 @@ import {
   nodePlacement,
   type SessionConfig,
 } from './session.js';
+import { SharedStep } from './shared-step.js';
 
 /** Sequences or parameters the policy cannot take; the message names what is wrong. */
 export class PolicyInputError extends Error {
@@ -127,6 +129,8 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend, Row
     private readonly stepBytes?: Uint8Array,
     /** Batches decode each row to the same bits whatever it is batched with (CachedRows). */
     readonly batchInvariant = false,
+    /** Runs several batches' steps in one pass (stepMany); undefined with the concat cache. */
+    private readonly shared?: SharedStep,
   ) {
     super(ort, cfg, created, params, bytes, weights);
     const arch = architecture(cfg);
@@ -152,10 +156,12 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend, Row
     const bytes = buildDecodeGraph(cfg, { weights }).serialize();
     const prefill = await createSession(bytes, session);
     // The step session on the device prefill resolved (auto probes once).
-    const stepBytes = opts.concatCache ? undefined : architecture(cfg).cachedStepGraph(weights).serialize();
-    const step = stepBytes
-      ? await createSession(stepBytes, { ...session, device: prefill.device, log: undefined })
-      : undefined;
+    const stepModel = opts.concatCache
+      ? undefined
+      : architecture(cfg).cachedStepGraph(weights).toModelProto();
+    const stepBytes = stepModel && encodeModel(stepModel);
+    const stepSession = { ...session, device: prefill.device, log: undefined };
+    const step = stepBytes ? await createSession(stepBytes, stepSession) : undefined;
     return new OrtDecodeBackend(
       ort,
       cfg,
@@ -166,6 +172,7 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend, Row
       step,
       stepBytes,
       opts.batchInvariant,
+      stepModel && new SharedStep(stepModel, stepSession),
     );
   }
 
@@ -176,6 +183,19 @@ export class OrtDecodeBackend extends ParamSession implements DecodeBackend, Row
   override async release(): Promise<void> {
     await super.release();
     await this.step?.session.release();
+    await this.shared?.release();
+  }
+
+  /**
+   * Steps several open batches (each its own version's rows and parameters) in one pass
+   * (shared-step.ts); each batch gets what its own `step` returns, to the bit.
+   */
+  async stepMany(
+    steps: ReadonlyArray<{ batch: RowBatch; tokens: readonly number[] }>,
+  ): Promise<Float32Array[]> {
+    const cached = steps.map((s) => s.batch).filter((b): b is CachedRows => b instanceof CachedRows);
+    if (cached.length < steps.length || !this.shared) return stepEach(steps); // the concat cache
+    return this.shared.run(cached.map((b, k) => b.plan(steps[k].tokens)));
   }
 
   /** Feeds of model.ts's decode graph (parameters included). */

@@ -49,6 +49,16 @@ export interface RowBatchHost {
   ): Promise<{ logits: Float32Array; present: Float32Array[] }>;
 }
 
+/** A step graph's outputs by name (`logits`, `new_key_i`, `new_value_i`). */
+export type StepOutputs = Record<string, Ort.Tensor>;
+
+/** One batch's step, ready to run: the step graph's feeds, and what takes its outputs. */
+export interface StepPlan {
+  feeds: Record<string, Ort.Tensor>;
+  /** Writes the new keys/values into the batch; returns its logits [size, V]. */
+  finish(out: StepOutputs): Float32Array;
+}
+
 /** The parameters of a held policy version (OrtDecodeBackend.holdVersion) a batch runs on. */
 export interface HeldParams {
   tensors: Record<string, Ort.Tensor>;
@@ -279,24 +289,35 @@ export class CachedRows implements RowBatch {
   }
 
   async step(tokens: readonly number[]): Promise<Float32Array> {
-    const { backend } = this;
+    const plan = this.plan(tokens);
+    return plan.finish(await this.session.session.run(plan.feeds));
+  }
+
+  /**
+   * One step as feeds of the step graph and what to do with its outputs, so that the steps of
+   * several batches can run in one pass (OrtDecodeBackend.stepMany, the versions in flight).
+   */
+  plan(tokens: readonly number[]): StepPlan {
     const C = this.capacity;
     for (let b = 0; b < this.size; b++)
       if (this.lens[b] >= C) throw new Error(`decode cache overflow: row ${b} is full at capacity ${C}`);
     // Batch-invariant: one row runs as two, row 1 a copy of row 0 whose outputs are dropped.
-    if (backend.batchInvariant && this.size === 1) {
+    if (this.backend.batchInvariant && this.size === 1) {
       this.mask.copyWithin(C, 0, C);
-      try {
-        return await this.run([tokens[0], tokens[0]], [this.lens[0], this.lens[0]]);
-      } finally {
-        this.mask.fill(0, C, 2 * C); // row 1's slots stay clean for a row that joins later
-      }
+      const feeds = this.feeds([tokens[0], tokens[0]], [this.lens[0], this.lens[0]]);
+      return {
+        feeds,
+        finish: (out) => {
+          this.mask.fill(0, C, 2 * C); // row 1's slots stay clean for a row that joins later
+          return this.commit(out, 2);
+        },
+      };
     }
-    return this.run(tokens, this.lens);
+    return { feeds: this.feeds(tokens, this.lens), finish: (out) => this.commit(out, tokens.length) };
   }
 
-  /** One step over the first `tokens.length` rows; rows past `size` are run and dropped. */
-  private async run(tokens: readonly number[], positions: readonly number[]): Promise<Float32Array> {
+  /** Feeds of one step over the first `tokens.length` rows (rows past `size` are run and dropped). */
+  private feeds(tokens: readonly number[], positions: readonly number[]): Record<string, Ort.Tensor> {
     const { backend } = this;
     const { nHead: H, headDim: hd } = backend;
     const C = this.capacity;
@@ -324,7 +345,14 @@ export class CachedRows implements RowBatch {
         dims,
       );
     }
-    const out = await this.session.session.run(feeds);
+    return feeds;
+  }
+
+  /** Writes a step's new keys/values into each row's next slot; returns the logits of the real rows. */
+  private commit(out: StepOutputs, B: number): Float32Array {
+    const { backend } = this;
+    const { nHead: H, headDim: hd } = backend;
+    const C = this.capacity;
     const rows = this.size; // B, or 1 for a one-row step run as two
     // New keys/values [B, H, 1, hd] go into each row's next slot.
     for (let i = 0; i < 2 * backend.nLayer; i++) {

@@ -29,7 +29,7 @@
  */
 
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ObjectStore } from '@nats-io/obj';
 import { Objm, setSha256Backend } from '@nats-io/obj';
@@ -41,6 +41,14 @@ import { type Manifest, manifestDigest, manifestOf } from '../../events/train-di
 import { decodeSafetensors } from '../../gpu/safetensors.js';
 import { faultPoint } from '../../util/kill-point.js';
 import { openRunsBucket, RunEntries } from '../nats/runs-bucket.js';
+import {
+  CHECKPOINT_FILES,
+  CheckpointIntegrityError,
+  CheckpointMissingError,
+  copyPresent,
+  SAFE_FILE_NAME,
+  TOKENIZER_FILES,
+} from './checkpoint-files.js';
 import {
   checkpointProblem,
   isTemporary,
@@ -56,56 +64,8 @@ import { keepCheckpointsProblem } from './keep-checkpoints.js';
 // process-wide choice): a 1.2 MB upload took 49 ms with it, 19 ms without, on an idle server.
 setSha256Backend('native');
 
-const FILES = ['config.json', 'model.safetensors', 'optimizer.safetensors'] as const;
-/** A file name a manifest may hold: no path, no leading dot (so never `.` or `..`). */
-const SAFE_FILE_NAME = /^[A-Za-z0-9_][A-Za-z0-9._-]*$/;
 /** Object store chunks of an upload: the client lowers it to the server's max_payload (1 MiB by default). */
 const UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024;
-/** Files of a Hugging Face checkpoint besides the weights: copied from the base into every local
- *  version directory so each one loads as it is in transformers, vLLM or SGLang (not uploaded: they
- *  never change during a run, and remote roles read the base's). */
-export const TOKENIZER_FILES = [
-  'tokenizer.json',
-  'tokenizer_config.json',
-  'generation_config.json',
-  'chat_template.jinja',
-  'special_tokens_map.json',
-] as const;
-
-export class CheckpointMissingError extends Error {
-  constructor(
-    readonly runId: string,
-    readonly version: number,
-    /** What was wrong with the local copy, when there was one. */
-    readonly localDamage?: string,
-    opts?: ErrorOptions,
-  ) {
-    super(
-      `run ${runId}: no ${localDamage ? 'intact ' : ''}checkpoint of policy version ${version} on disk or in object store ${CHECKPOINT_BUCKET}${localDamage ? ` (the local copy is damaged: ${localDamage})` : ''}`,
-      opts,
-    );
-    this.name = 'CheckpointMissingError';
-  }
-}
-
-/** A stored checkpoint whose weights (or, with a manifest, any file) are not the ones the log recorded: never loaded. */
-export class CheckpointIntegrityError extends Error {
-  constructor(
-    readonly runId: string,
-    readonly version: number,
-    readonly actual: string,
-    readonly expected: string,
-    /** With a manifest: what is wrong, each problem naming its file (checkpoint-integrity.ts). */
-    readonly problems?: string[],
-  ) {
-    super(
-      problems?.length
-        ? `run ${runId}: policy version ${version} in object store ${CHECKPOINT_BUCKET} does not match the manifest the log recorded: ${problems.join('; ')}; refusing to load it`
-        : `run ${runId}: policy version ${version} in object store ${CHECKPOINT_BUCKET} has sha256 ${actual.slice(0, 16)}…, not the ${expected.slice(0, 16)}… the log recorded; refusing to load it`,
-    );
-    this.name = 'CheckpointIntegrityError';
-  }
-}
 
 export interface CheckpointStoreOptions {
   /** Where a replaced local copy is reported. */
@@ -249,7 +209,7 @@ export class CheckpointStore {
   async importBase(baseDir: string): Promise<PublishedCheckpoint> {
     const dir = this.versionDir(0);
     await mkdir(dir, { recursive: true });
-    await copyPresent(baseDir, dir, [...FILES, ...TOKENIZER_FILES], true);
+    await copyPresent(baseDir, dir, [...CHECKPOINT_FILES, ...TOKENIZER_FILES], true);
     if (!existsSync(join(dir, 'model.safetensors')))
       throw new Error(`${baseDir}: no model.safetensors; build a base policy with akbe pretrain`);
     const published = await this.publish(0);
@@ -296,7 +256,7 @@ export class CheckpointStore {
       );
     const files = new Map<string, Uint8Array>();
     // With a manifest, every file it names (tokenizer files and weight shards too); else the three.
-    for (const file of manifest ? Object.keys(manifest).sort() : FILES) {
+    for (const file of manifest ? Object.keys(manifest).sort() : CHECKPOINT_FILES) {
       const name = this.objectName(version, file);
       // null: no such object (a missing optimizer state is fine); election errors are retried.
       const bytes = await retryElection(this.nc, `fetch ${name}`, () => this.obj.getBlob(name)).catch(
@@ -375,7 +335,7 @@ export class CheckpointStore {
     for (const v of removed) {
       await rm(this.versionDir(v), { recursive: true, force: true });
       const prefix = `${this.runId}/v${v}/`;
-      const names = new Set<string>([...FILES, ...TOKENIZER_FILES]);
+      const names = new Set<string>([...CHECKPOINT_FILES, ...TOKENIZER_FILES]);
       for (const n of stored) if (n.startsWith(prefix)) names.add(n.slice(prefix.length));
       for (const file of names) {
         const name = this.objectName(v, file);
@@ -432,16 +392,4 @@ export class CheckpointStore {
   async status(): Promise<string | null> {
     return this.entries.status();
   }
-}
-
-/** Copies the files of `names` that exist in `from` (over those in `to` only when `overwrite`). */
-async function copyPresent(
-  from: string,
-  to: string,
-  names: readonly string[],
-  overwrite = false,
-): Promise<void> {
-  for (const file of names)
-    if (existsSync(join(from, file)) && (overwrite || !existsSync(join(to, file))))
-      await copyFile(join(from, file), join(to, file));
 }

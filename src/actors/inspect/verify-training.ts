@@ -1,24 +1,4 @@
-/**
- * Verified training (`akbe replay --verify-training`): re-derives every published checkpoint from
- * the base policy v0 and the train requests the audit rebuilt from the log alone
- * (src/audit/rebuilt-request.ts), and compares each with what the run's policy.published records.
- *
- * The trainer is built as the run's trainer role builds it (trainerOptionsOf, the recorded thread
- * count, the run's batch-invariance setting) and trains each step through the same training loop
- * (src/train/train-loop.ts): DPO's frozen reference is a second policy on v0, asynchronous runs
- * train with the decoupled objective and recompute pi_prox, clipped AKBE recomputes pi_old. After
- * each step the checkpoint is saved as the trainer saves it, the base's tokenizer files are copied
- * in as publishing does (checkpoints.ts), and every file's sha256 is compared with the manifest.
- * Training on the CPU provider is deterministic for a given request and thread count
- * (test/train-deterministic.test.ts), so any difference means the published version is not what
- * the logged batch trains to: the first such step is reported with its files and the largest
- * parameter difference, when the published weights are on this machine.
- *
- * Nothing but v0 is read from a checkpoint: pruned versions are re-derived, and the cost is the
- * run's training time (no rollouts are generated).
- */
-import { existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RebuiltStep } from '../../audit/collector.js';
@@ -28,13 +8,8 @@ import { PolicyHost } from '../../gpu/policy-host.js';
 import type { PolicyWorkerInit } from '../../gpu/policy-protocol.js';
 import { decodeSafetensors, toFloat32 } from '../../gpu/safetensors.js';
 import { trainLoop } from '../../train/train-loop.js';
-import {
-  isTemporary,
-  manifestProblems,
-  readCheckpointFiles,
-  sha256Hex,
-} from '../checkpoints/checkpoint-integrity.js';
-import { TOKENIZER_FILES } from '../checkpoints/checkpoints.js';
+import { copyPresent, TOKENIZER_FILES } from '../checkpoints/checkpoint-files.js';
+import { isTemporary, manifestProblems, readCheckpointFiles } from '../checkpoints/checkpoint-integrity.js';
 
 /** What policy.published records of a version. */
 export interface PublishedRecord {
@@ -130,9 +105,10 @@ async function verifySteps(
     held = version;
     const dir = join(work, `v${version}`);
     const files = await savedCheckpoint(host, dir, input.baseDir);
-    const problems = checkpointDifferences(version, published, files);
+    const derived = manifestOf(files); // hashed once: both comparisons below read it
+    const problems = checkpointDifferences(version, published, derived);
     const stored = await input.storedCheckpoint?.(version).catch(() => undefined);
-    if (stored) problems.push(...storedDifferences(version, files, stored));
+    if (stored) problems.push(...storedDifferences(version, derived, stored));
     if (problems.length) {
       // Context, not a finding of its own (the audit reports the digests): what the learner sent
       // was not what the log rebuilds either.
@@ -140,9 +116,9 @@ async function verifySteps(
         problems.push(
           "the log's rebuilt request differs from the digest learner.step recorded (see the audit)",
         );
-      const derived = files.get('model.safetensors');
+      const ours = files.get('model.safetensors');
       const weights = stored?.get('model.safetensors');
-      return fail(version, problems, derived && weights ? largestDifference(derived, weights) : undefined);
+      return fail(version, problems, ours && weights ? largestDifference(ours, weights) : undefined);
     }
     versions.push(version);
     await rm(join(work, `v${version - 1}`), { recursive: true, force: true });
@@ -160,23 +136,16 @@ async function savedCheckpoint(
   await mkdir(dir, { recursive: true });
   await host.saveCheckpoint(dir);
   // Publishing copies the base's tokenizer files into every version (checkpoints.ts publish).
-  for (const file of TOKENIZER_FILES)
-    if (existsSync(join(baseDir, file)) && !existsSync(join(dir, file)))
-      await copyFile(join(baseDir, file), join(dir, file));
+  await copyPresent(baseDir, dir, TOKENIZER_FILES);
   const files = await readCheckpointFiles(dir);
   for (const name of [...files.keys()]) if (isTemporary(name)) files.delete(name);
   return files;
 }
 
 /** Every file against the recorded manifest, or the weights against the recorded sha256 (v1 logs). */
-function checkpointDifferences(
-  version: number,
-  published: PublishedRecord,
-  files: ReadonlyMap<string, Uint8Array>,
-): string[] {
-  if (published.manifest) return manifestProblems(version, published.manifest, manifestOf(files));
-  const weights = files.get('model.safetensors');
-  const sha = weights ? sha256Hex(weights) : 'none';
+function checkpointDifferences(version: number, published: PublishedRecord, derived: Manifest): string[] {
+  if (published.manifest) return manifestProblems(version, published.manifest, derived);
+  const sha = derived['model.safetensors'] ?? 'none';
   return sha === published.sha256
     ? []
     : [
@@ -187,10 +156,9 @@ function checkpointDifferences(
 /** The stored copy's files against the re-derived ones (a file replaced after it was published). */
 function storedDifferences(
   version: number,
-  derived: ReadonlyMap<string, Uint8Array>,
+  want: Manifest,
   stored: ReadonlyMap<string, Uint8Array>,
 ): string[] {
-  const want = manifestOf(derived);
   const got = manifestOf(stored);
   const problems: string[] = [];
   for (const name of Object.keys(want).sort())

@@ -1,6 +1,7 @@
 /**
- * NATS authentication and authorization: one account `AKBE` with one nkey user per role, each
- * holding only the subjects its role needs (docs/security.md has the table and the reasons).
+ * NATS authentication and authorization: one nkey user per role, each holding only the subjects
+ * its role needs (docs/security.md has the table and the reasons). The streams' account is `AKBE`;
+ * roles listed in nats-accounts.ts (the rollout role) live in accounts of their own.
  *
  *   <auth dir>/auth.conf      server config fragment: the account, users' public keys, permissions
  *   <auth dir>/<role>.nk      a role's nkey seed (ed25519), mode 0600
@@ -15,13 +16,18 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { createUser, fromSeed } from '@nats-io/nkeys';
-import { CHECKPOINT_BUCKET, COMMAND_STREAM } from '../../events/subjects.js';
+import { CHECKPOINT_BUCKET } from '../../events/subjects.js';
+import {
+  exportsConf,
+  importedSubjects,
+  importsConf,
+  ROLE_ACCOUNTS,
+  STREAM_ACCOUNT,
+} from './nats-accounts.js';
 import { RUNS_BUCKET } from './runs-bucket.js';
 
 export const NATS_ROLES = ['orchestrator', 'rollout', 'policy', 'search', 'trainer', 'viewer'] as const;
 export type NatsRole = (typeof NATS_ROLES)[number];
-
-export const NATS_ACCOUNT = 'AKBE';
 
 export class NatsCredentialsError extends Error {
   constructor(
@@ -75,8 +81,17 @@ function jsCreate(streams: string[]): string[] {
 }
 
 const WORKER_STREAMS = [...EVENT_STREAMS, KV_STREAM, OBJ_STREAM];
+/**
+ * The runs bucket is read key by key (nats.js's kv.get is a direct get by subject on 2.9): a
+ * role reads a run's status and policy pointer, never its lock or dedupe key, and opens no
+ * consumer on it.
+ */
+const KV_READ = [
+  `$JS.API.STREAM.INFO.${KV_STREAM}`,
+  ...['status', 'policy'].map((k) => `$JS.API.DIRECT.GET.${KV_STREAM}.$KV.${RUNS_BUCKET}.*.${k}`),
+];
 /** Every worker opens the event store and the checkpoint store, and may be the first to connect. */
-const WORKER_JS = [...jsRead(WORKER_STREAMS), ...jsCreate(WORKER_STREAMS)];
+const WORKER_JS = [...jsRead([...EVENT_STREAMS, OBJ_STREAM]), ...KV_READ, ...jsCreate(WORKER_STREAMS)];
 const INBOX = '_INBOX.>';
 
 /**
@@ -88,26 +103,9 @@ export function rolePermissions(role: NatsRole): Permissions {
     case 'orchestrator':
       return { publish: { allow: ['>'] }, subscribe: { allow: ['>'] }, allow_responses: true };
     case 'rollout':
-      return {
-        publish: {
-          allow: [
-            ...WORKER_JS,
-            // The run's durable work-queue consumer, which the orchestrator creates before
-            // run.started: read and pulled (acks are in WORKER_JS), never created, updated or
-            // deleted by a worker. A consumer create on an existing durable is an update in 2.9:
-            // with it a rollout key set max_deliver 1 and ack_wait 1 ms on the run's queue.
-            `$JS.API.STREAM.INFO.${COMMAND_STREAM}`,
-            `$JS.API.CONSUMER.INFO.${COMMAND_STREAM}.*`,
-            `$JS.API.CONSUMER.MSG.NEXT.${COMMAND_STREAM}.*`,
-            'akbe.*.evt.rollout.>',
-            'akbe.*.evt.tool.called',
-            'akbe.*.svc.generate',
-            'akbe.*.svc.search',
-            'akbe.*.dlq.>',
-          ],
-        },
-        subscribe: { allow: [INBOX] },
-      };
+      // An account of its own (nats-accounts.ts): it publishes only to what it imports from AKBE
+      // (its work queue's pulls and acks, its own events, generate, search, its dead letters).
+      return { publish: { allow: importedSubjects(ROLE_ACCOUNTS.rollout) }, subscribe: { allow: [INBOX] } };
     case 'policy':
       return {
         publish: { allow: [...WORKER_JS, 'akbe.*.dlq.>'] },
@@ -140,7 +138,7 @@ export function rolePermissions(role: NatsRole): Permissions {
       };
     case 'viewer':
       return {
-        publish: { allow: jsRead(WORKER_STREAMS) },
+        publish: { allow: [...jsRead([...EVENT_STREAMS, OBJ_STREAM]), ...KV_READ] },
         subscribe: { allow: [INBOX, 'akbe.*.evt.>', 'akbe.*.svc.train.progress'] },
       };
   }
@@ -172,22 +170,36 @@ function permissionsConf(p: Permissions, indent: string): string {
   return lines.map((l) => `${indent}${l}`).join('\n');
 }
 
-/** The server config fragment for these users' public keys. */
+/** The server config fragment for these users' public keys: AKBE, then each role account. */
 export function authConf(publicKeys: Record<NatsRole, string>): string {
-  const users = NATS_ROLES.map(
-    (role) =>
-      `      # ${role}\n      { nkey: ${publicKeys[role]}, permissions: {\n${permissionsConf(rolePermissions(role), '        ')}\n      } }`,
+  const user = (role: NatsRole) =>
+    `      # ${role}\n      { nkey: ${publicKeys[role]}, permissions: {\n${permissionsConf(rolePermissions(role), '        ')}\n      } }`;
+  const own = (role: NatsRole) => ROLE_ACCOUNTS[role] !== undefined;
+  const roleAccounts = NATS_ROLES.filter(own).map((role) =>
+    [
+      `  ${ROLE_ACCOUNTS[role].name}: {`,
+      '    users: [',
+      user(role),
+      '    ]',
+      importsConf(ROLE_ACCOUNTS[role], '    '),
+      '  }',
+    ].join('\n'),
   );
   return [
-    '# Generated by akbe (src/actors/nats/nats-auth.ts): one account, one nkey user per role.',
+    "# Generated by akbe (src/actors/nats/nats-auth.ts, nats-accounts.ts): the streams' account AKBE and",
+    '# the role accounts that import from it; one nkey user per role.',
     '# No no_auth_user: a client without credentials is refused. Seeds (<role>.nk) stay beside this file.',
     'accounts {',
-    `  ${NATS_ACCOUNT}: {`,
+    `  ${STREAM_ACCOUNT}: {`,
     '    jetstream: enabled',
     '    users: [',
-    users.join('\n'),
+    NATS_ROLES.filter((r) => !own(r))
+      .map(user)
+      .join('\n'),
     '    ]',
+    exportsConf('    '),
     '  }',
+    ...roleAccounts,
     '}',
     '',
   ].join('\n');

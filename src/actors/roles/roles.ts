@@ -19,6 +19,7 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { InspectionEvent } from 'xstate';
+import { lastEventOf } from '../../events/last-event.js';
 import { messageKeyOf } from '../../events/message-key.js';
 import type { EventStore } from '../../events/store.js';
 import { checkpointLimits } from '../../gpu/checkpoint.js';
@@ -376,14 +377,14 @@ export async function readRunStart(
 ): Promise<{ spec: RunSpec; trainSigner?: string }> {
   const deadline = Date.now() + waitMs;
   for (;;) {
-    for await (const { event } of store.replay(runId)) {
-      if (event.type === 'run.started') {
-        // The run's plugins first: the config may name an algorithm or tool only they register.
-        await loadRecordedPlugins(event.data.config.plugins);
-        const spec = runSpecOf(event.data.config as Record<string, unknown>);
-        return event.data.trainSigner ? { spec, trainSigner: event.data.trainSigner } : { spec };
-      }
-      break;
+    // One stream get, no consumer: a rollout worker's account may not create one.
+    const started = await lastEventOf(store, runId, 'run.started');
+    if (started) {
+      const { event } = started;
+      // The run's plugins first: the config may name an algorithm or tool only they register.
+      await loadRecordedPlugins(event.data.config.plugins);
+      const spec = runSpecOf(event.data.config as Record<string, unknown>);
+      return event.data.trainSigner ? { spec, trainSigner: event.data.trainSigner } : { spec };
     }
     if (Date.now() >= deadline)
       throw new Error(

@@ -74,24 +74,44 @@ export async function verifyRunTraining(
       onStep: () => bar.tick(),
     });
     bar.finish();
-    // Kept for the dashboard's audit panel (a viewer does not re-train on a click).
-    const { writeVerifyRecord } = await import('../../audit/verify-record.js');
-    const at = new Date().toISOString();
-    const written = await writeVerifyRecord(join(opts.home, 'runs'), {
-      runId: log.runId,
-      at,
-      events: log.events,
-      result,
-    }).catch((err: Error) => {
-      ctx.err.write(`akbe replay: the verdict was not kept for the dashboard: ${err.message}\n`);
-      return null;
-    });
-    if (written)
-      ctx.err.write(`akbe replay: verdict kept in ${written} (the dashboard's audit panel shows it)\n`);
+    await keepVerdict(ctx, opts, log.runId, log.events, result);
     return result;
   } finally {
     await base.cleanup();
   }
+}
+
+/**
+ * Keeps the verdict for the dashboard's audit panel (a viewer does not re-train on a click), in
+ * `<home>/runs/<run>/`. An exported log verified with --file is kept only when this home holds
+ * that run: a verdict about a run from elsewhere would sit beside nothing and name nothing here.
+ */
+async function keepVerdict(
+  ctx: CommandContext,
+  opts: { home: string; fromFile: boolean },
+  runId: string,
+  events: number,
+  result: VerifyVerdict,
+): Promise<void> {
+  const runsDir = join(opts.home, 'runs');
+  if (opts.fromFile && !existsSync(join(runsDir, runId))) {
+    ctx.err.write(
+      `akbe replay: the verdict was not kept: ${opts.home} holds no run ${runId} (the dashboard shows verdicts of its home's runs)\n`,
+    );
+    return;
+  }
+  const { writeVerifyRecord } = await import('../../audit/verify-record.js');
+  const written = await writeVerifyRecord(runsDir, {
+    runId,
+    at: new Date().toISOString(),
+    events,
+    result,
+  }).catch((err: Error) => {
+    ctx.err.write(`akbe replay: the verdict was not kept for the dashboard: ${err.message}\n`);
+    return null;
+  });
+  if (written)
+    ctx.err.write(`akbe replay: verdict kept in ${written} (the dashboard's audit panel shows it)\n`);
 }
 
 const steps = (n: number) => `${n} step${n === 1 ? '' : 's'}`;
@@ -164,14 +184,11 @@ async function baseOf(
   }
 }
 
-/** The files a checkpoint directory may hold that change what loads (checkpoints.ts FILES, tokenizer). */
-const LOADED_FILES = ['config.json', 'model.safetensors', 'optimizer.safetensors'];
-
 async function checkBase(dir: string, sha: string, manifest: Manifest | null): Promise<void> {
   const { readCheckpointFiles, sha256Hex, manifestProblems } = await import(
     '../../actors/checkpoints/checkpoint-integrity.js'
   );
-  const { TOKENIZER_FILES } = await import('../../actors/checkpoints/checkpoints.js');
+  const { CHECKPOINT_FILES, TOKENIZER_FILES } = await import('../../actors/checkpoints/checkpoint-files.js');
   const { manifestOf } = await import('../../events/train-digest.js');
   if (!existsSync(join(dir, 'model.safetensors')))
     throw new VerifyRefused(`--base ${dir}: no model.safetensors there`);
@@ -183,7 +200,7 @@ async function checkBase(dir: string, sha: string, manifest: Manifest | null): P
     );
   if (!manifest) return; // a log from before v0's manifest: the weights are all it records
   // Only the files a load reads: a base directory may hold others (a README) that v0 never had.
-  const loaded = new Set<string>([...LOADED_FILES, ...TOKENIZER_FILES]);
+  const loaded = new Set<string>([...CHECKPOINT_FILES, ...TOKENIZER_FILES]);
   const present = new Map([...files].filter(([name]) => loaded.has(name)));
   const problems = manifestProblems(0, manifest, manifestOf(present));
   if (problems.length) throw new VerifyRefused(`${dir} is not this run's v0: ${problems.join('; ')}`);
