@@ -22,13 +22,14 @@
  * them so "bytes per parameter" reads off directly.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { architecture, countParams, parsePolicyConfig } from '../src/gpu/architecture.js';
 import type { LlamaConfig } from '../src/gpu/llama-config.js';
 import { logitsChunkRows } from '../src/gpu/lm-head.js';
 import { Trainer } from '../src/gpu/trainer.js';
+import { PYTHON, torchMissing } from './torch-twin.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -168,18 +169,9 @@ function runChild(s: Setting): Figures {
   return JSON.parse(r.stdout.trim().split('\n').pop()!) as Figures;
 }
 
-/**
- * The Python with torch: AKBE_PYTHON, else Debian's /usr/bin/python3 (where `apt-get install
- * python3-torch` puts it; a pyenv or venv `python3` earlier on PATH would not see it), else python3.
- */
-const PYTHON = process.env.AKBE_PYTHON || (existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3');
-
 function runTorch(): Figures | string {
-  try {
-    execFileSync(PYTHON, ['-c', 'import torch'], { stdio: 'ignore' });
-  } catch {
-    return `no PyTorch twin: \`${PYTHON} -c 'import torch'\` fails here (AKBE_PYTHON names another)`;
-  }
+  const missing = torchMissing();
+  if (missing) return missing;
   const out = execFileSync(
     PYTHON,
     ['-c', TORCH_TWIN, ...[hidden, cfg.num_hidden_layers, V, B, T, steps, threads].map(String)],

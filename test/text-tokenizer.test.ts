@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { ChatTemplateError } from '../src/text/chat-template.js';
+import { readCheckpointTokenizer } from '../src/text/codec.js';
 import { HfTokenizer, HfTokenizerFileError } from '../src/text/hf-tokenizer.js';
+import { tokenizerJsonText, WorldTokenizer } from '../src/text/word-tokenizer.js';
 import { QWEN3_TOKENIZER_DIR, qwen3Tokenizer, readQa } from './helpers/hf-files.js';
 
 t.test('Qwen3 tokenizer: known ids of plain text and of the chat specials', async (t) => {
@@ -160,5 +162,14 @@ t.test('checkpoint directories: template file, generation config, errors naming 
   t.same(full.stopIds, [1, 2], 'EOS plus generation_config eos ids, once each');
   t.equal(full.renderChat([{ role: 'user', content: 'a b' }]), '<s>[user] a b');
   t.same(full.encode('a b'), [2, 3]);
+  // A process keeps parsed tokenizers by their files' bytes: a tokenizer.json changed in the same
+  // directory is read anew, and the unchanged one is still what it was.
+  await writeFile(join(dir, 'tokenizer.json'), tokenizerJson.replace('"a":2,"b":3', '"a":3,"b":2'));
+  t.same((await HfTokenizer.fromDir(dir)).encode('a b'), [3, 2], 'the changed tokenizer.json');
+  t.same((await readCheckpointTokenizer(dir)).tok.encode('a b'), [3, 2], 'through the codec too');
+  await writeFile(join(dir, 'tokenizer.json'), tokenizerJson);
+  t.same((await HfTokenizer.fromDir(dir)).encode('a b'), [2, 3], 'the first one again');
+  await writeFile(join(dir, 'tokenizer.json'), tokenizerJsonText(WorldTokenizer.build(['a b c'])));
+  t.equal((await readCheckpointTokenizer(dir)).kind, 'world', "a world's tokenizer written over it");
   t.equal(QWEN3_TOKENIZER_DIR.endsWith('models'), true);
 });

@@ -8,20 +8,22 @@
  * fixed set, continuous.ts lets requests join a batch already decoding. Each request carries its
  * own seed: its tokens do not depend on its batch-mates.
  */
+import type { TurnSampling } from '../util/generate-turn.js';
 import { Rng } from '../util/rng.js';
 import { type SamplingOptions, sampleRow, validateSampling } from './sampler.js';
 import { type Detokenize, type FinishReason, StopChecker } from './stop.js';
 
-export interface GenerateRequest {
+/**
+ * One request to the decode loop: the shared sampling fields (util/generate-turn.ts; temperature
+ * and topP optional here, default 1) and what only the compute core needs. Its result is not a
+ * GeneratedTurn on purpose: `logprobs` here is the sampling distribution's (logits / T), and the
+ * policy logprob the wire and the machine call `logprobs` is `policyLogprobs` below.
+ */
+export interface GenerateRequest
+  extends Pick<TurnSampling, 'maxNewTokens' | 'seed'>,
+    Partial<Pick<TurnSampling, 'temperature' | 'topP'>> {
   /** Prompt token ids (at least one). */
   prompt: number[];
-  maxNewTokens: number;
-  /** Seed of this request's sampling Rng (the caller derives and records it). */
-  seed: number;
-  /** Default 1; 0 = greedy. */
-  temperature?: number;
-  /** Default 1 (no truncation). */
-  topP?: number;
   stopTokens?: number[];
   stopStrings?: string[];
   /**

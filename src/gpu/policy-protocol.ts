@@ -5,30 +5,18 @@
  */
 import type { PolicyConfig } from './architecture.js';
 import type { GenerateRequest, GenerateResult } from './decoder.js';
-import type { WeightsDtype } from './model-inputs.js';
-import type { TrainRequest } from './policy-runtime.js';
-import type { DeviceChoice } from './session.js';
-import type { TrainerOptions } from './trainer.js';
+import type { PolicyRuntimeOptions, TrainRequest } from './policy-runtime.js';
 
-export interface PolicyWorkerInit {
+/**
+ * What the worker thread starts from: the policy (a checkpoint directory or an in-memory one)
+ * and the runtime's options (PolicyRuntimeOptions, declared there once) but its log callback,
+ * which cannot cross a thread.
+ */
+export interface PolicyWorkerInit extends Omit<PolicyRuntimeOptions, 'log'> {
   /** Either a checkpoint directory or an in-memory policy. */
   checkpoint?: string;
   config?: PolicyConfig;
   params?: Record<string, Float32Array>;
-  device?: DeviceChoice;
-  intraOpThreads?: number;
-  /** Token id -> text piece, to check stop strings. */
-  vocabPieces?: string[];
-  maxBatch?: number;
-  /** Most tokens one decode iteration feeds the model (prefilled prompts + one per row). */
-  maxBatchTokens?: number;
-  windowMs?: number;
-  /** Trainer options (loss aggregation and form, hyperparameters); B and T come from each batch. */
-  trainer?: Omit<TrainerOptions, 'batch' | 'seq' | 'session'>;
-  /** How the decode and scoring graphs take the weights (model-inputs.ts; default float32). */
-  weights?: WeightsDtype;
-  /** Decode each request to the same bits whatever it is batched with (PolicyRuntimeOptions). */
-  batchInvariant?: boolean;
 }
 
 export type PolicyMethod =

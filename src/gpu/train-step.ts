@@ -103,32 +103,81 @@ export interface TrainGraphOptions {
 export const decays = (shape: number[]) => shape.length >= 2;
 
 export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): GraphT {
-  const { batch: B, seq: T } = opts;
   const dtype = opts.dtype ?? 'float32';
   const arch = architecture(cfg);
   const g = new Graph({ name: `${arch.name}_train_step` });
   const shapes = arch.paramShapes();
   const p = declareParams(g, cfg, dtype);
   const host = opts.optimizer === 'host';
-  const inputIds = g.input('input_ids', 'int64', [B, T]);
-  const lossMask = g.input('loss_mask', dtype, [B, T - 1]);
-  const oldLogp = g.input('old_logprobs', dtype, [B, T - 1]);
-  const advantages = g.input('advantages', dtype, [B]);
-  const pgWeight = g.input('pg_weight', dtype, [B]);
-  const akbeWeight = g.input('akbe_weight', dtype, [B]);
-  const proxLogp = opts.decoupled ? g.input('prox_logprobs', dtype, [B, T - 1]) : undefined;
-  // The host optimizer adds eps itself: an input nothing reads would only warn.
-  const hyperNames = HYPER_INPUTS.filter((n) => !(host && n === 'adam_eps'));
-  const hp = Object.fromEntries(hyperNames.map((n) => [n, g.input(n, dtype, [])])) as Record<
-    HyperName,
-    Tensor
-  >;
+  const io = declareRowInputs(g, opts, dtype);
+  const hp = declareHyperInputs(g, dtype, host);
 
   // ---- 1. forward ----
   // tokenLogp [B, T-1]; logp [B, T-1, V] unchunked, or tokEntropy [B, T-1] in chunks (lm-head.ts)
-  const fwd = trainHead(cfg, p, inputIds, { dtype, logitsChunk: opts.logitsChunk });
+  const fwd = trainHead(cfg, p, io.inputIds, { dtype, logitsChunk: opts.logitsChunk });
 
   // ---- 2. loss ----
+  const loss = addLoss(g, { opts, dtype, hp, fwd, io });
+
+  // ---- 3. backward ----
+  // Chunked head: a tied embedding's rows go straight into the head's gradient (lm-head.ts).
+  const fuse = fwd.tokEntropy ? fuseTiedGradient : (gr: Tensor) => gr;
+  const grads = gradients(
+    loss.loss,
+    shapes.map((s) => p.get(s.name)!),
+  ).map(fuse);
+
+  // ---- 4. global-norm clipping ----
+  const { gradNorm, coef } = globalNormClip(g, grads, hp.max_grad_norm, dtype);
+
+  // ---- 5. AdamW ----
+  addAdamW(g, { shapes, grads, p, hp, coef, dtype, host, gradOutputs: opts.gradOutputs === true });
+
+  // Each term's value and metric under the output name its builder gives (losses.ts).
+  g.output(loss.loss, 'loss');
+  for (const [name, value] of loss.values) g.output(value, name);
+  g.output(gradNorm, 'grad_norm');
+  for (const [name, metric] of loss.metrics) g.output(metric, name);
+  g.output(fwd.tokenLogp, 'logprobs');
+  return g;
+}
+
+/** The per-row inputs (token ids, mask, behaviour logprobs, row weights), in the graph's input order. */
+function declareRowInputs(g: GraphT, opts: TrainGraphOptions, dtype: FloatDType) {
+  const { batch: B, seq: T } = opts;
+  return {
+    inputIds: g.input('input_ids', 'int64', [B, T]),
+    lossMask: g.input('loss_mask', dtype, [B, T - 1]),
+    oldLogp: g.input('old_logprobs', dtype, [B, T - 1]),
+    advantages: g.input('advantages', dtype, [B]),
+    pgWeight: g.input('pg_weight', dtype, [B]),
+    akbeWeight: g.input('akbe_weight', dtype, [B]),
+    proxLogp: opts.decoupled ? g.input('prox_logprobs', dtype, [B, T - 1]) : undefined,
+  };
+}
+
+/** The scalar inputs of HYPER_INPUTS; the host optimizer adds eps itself (an input nothing reads would only warn). */
+function declareHyperInputs(g: GraphT, dtype: FloatDType, host: boolean): Record<HyperName, Tensor> {
+  const names = HYPER_INPUTS.filter((n) => !(host && n === 'adam_eps'));
+  return Object.fromEntries(names.map((n) => [n, g.input(n, dtype, [])])) as Record<HyperName, Tensor>;
+}
+
+/**
+ * Phase 2: the loss terms of these options (losses.ts), with the inputs only some terms read
+ * (`behaviour_weight_cap` when decoupled, the DPO pair inputs) declared after the forward, as before.
+ */
+function addLoss(
+  g: GraphT,
+  a: {
+    opts: TrainGraphOptions;
+    dtype: FloatDType;
+    hp: Record<HyperName, Tensor>;
+    fwd: ReturnType<typeof trainHead>;
+    io: ReturnType<typeof declareRowInputs>;
+  },
+) {
+  const { opts, dtype, hp, fwd, io } = a;
+  const B = opts.batch;
   const hyper: LossHyper = {
     clipEpsLow: hp.clip_eps_low,
     clipEpsHigh: hp.clip_eps_high,
@@ -152,46 +201,23 @@ export function buildTrainGraph(cfg: PolicyConfig, opts: TrainGraphOptions): Gra
     dualClip: opts.dualClip,
     logRatioClamp: opts.logRatioClamp,
   };
-  const loss = lossGraph(
+  return lossGraph(
     {
       tokenLogp: fwd.tokenLogp,
       logp: fwd.logp,
       tokEntropy: fwd.tokEntropy,
-      oldLogp,
-      proxLogp,
-      lossMask,
-      advantages,
-      pgWeight,
-      akbeWeight,
+      oldLogp: io.oldLogp,
+      proxLogp: io.proxLogp,
+      lossMask: io.lossMask,
+      advantages: io.advantages,
+      pgWeight: io.pgWeight,
+      akbeWeight: io.akbeWeight,
       dpo,
     },
     hyper,
     lossOpts,
     graphLossTerms(lossOpts, dpo !== undefined),
   );
-
-  // ---- 3. backward ----
-  const names = shapes.map((s) => s.name);
-  // Chunked head: a tied embedding's rows go straight into the head's gradient (lm-head.ts).
-  const fuse = fwd.tokEntropy ? fuseTiedGradient : (gr: Tensor) => gr;
-  const grads = gradients(
-    loss.loss,
-    names.map((n) => p.get(n)!),
-  ).map(fuse);
-
-  // ---- 4. global-norm clipping ----
-  const { gradNorm, coef } = globalNormClip(g, grads, hp.max_grad_norm, dtype);
-
-  // ---- 5. AdamW ----
-  addAdamW(g, { shapes, grads, p, hp, coef, dtype, host, gradOutputs: opts.gradOutputs === true });
-
-  // Each term's value and metric under the output name its builder gives (losses.ts).
-  g.output(loss.loss, 'loss');
-  for (const [name, value] of loss.values) g.output(value, name);
-  g.output(gradNorm, 'grad_norm');
-  for (const [name, metric] of loss.metrics) g.output(metric, name);
-  g.output(fwd.tokenLogp, 'logprobs');
-  return g;
 }
 
 /** The global gradient norm and the clipping coefficient min(max_norm / (norm + 1e-6), 1). */

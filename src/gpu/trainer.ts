@@ -11,9 +11,15 @@ import type * as Ort from 'onnxruntime-node';
 import { ADAMW_SCALAR_OUTPUTS, type AdamwScalars, adamwInPlace } from './adamw.js';
 import { architecture, type PolicyConfig } from './architecture.js';
 import { numel, type Params } from './config.js';
-import type { Aggregation, AkbeLossForm } from './losses.js';
 import { createSession, loadOrt, type SessionConfig } from './session.js';
-import { buildTrainGraph, decays, HYPER_INPUTS, type HyperName, type METRIC_OUTPUTS } from './train-step.js';
+import {
+  buildTrainGraph,
+  decays,
+  HYPER_INPUTS,
+  type HyperName,
+  type METRIC_OUTPUTS,
+  type TrainGraphOptions,
+} from './train-step.js';
 
 export interface TrainHyper {
   lr: number;
@@ -57,19 +63,15 @@ export const DEFAULT_TRAIN_HYPER: TrainHyper = {
 /** Where AdamW runs when TrainerOptions.optimizer is not given (run.started records it). */
 export const DEFAULT_OPTIMIZER = 'host' as const;
 
-export interface TrainerOptions {
-  batch: number;
-  seq: number;
-  aggregation?: Aggregation;
-  akbeLoss?: AkbeLossForm;
-  /** The dual clip (default on; its bound is hyper.dualClipC); config.dualClip null turns it off. */
-  dualClip?: boolean;
-  /** The log-ratio clamp (default on; its bound is hyper.ratioClamp); config.logRatioClamp null turns it off. */
-  logRatioClamp?: boolean;
-  /** The decoupled PPO objective: every batch carries `proxLogprobs` (src/gpu/losses.ts). */
-  decoupled?: boolean;
-  /** The DPO term (dpo-akbe): every batch carries dpoPairs, dpoWeight and refLogp (src/gpu/losses.ts). */
-  dpo?: boolean;
+/**
+ * The trainer's options: the train graph's loss switches, taken from TrainGraphOptions so a switch
+ * is declared once, and what only the trainer decides (its session, optimizer, arena).
+ */
+export interface TrainerOptions
+  extends Pick<
+    TrainGraphOptions,
+    'batch' | 'seq' | 'aggregation' | 'akbeLoss' | 'dualClip' | 'logRatioClamp' | 'decoupled' | 'dpo'
+  > {
   /** float64 is for tests (finite differences); training runs float32. */
   dtype?: 'float32' | 'float64';
   session?: SessionConfig;
@@ -79,8 +81,7 @@ export interface TrainerOptions {
    * 'graph' inside the train graph (updated copies as outputs). The same weights to the bit.
    */
   optimizer?: 'host' | 'graph';
-  /** Positions per chunk of the lm head (TrainGraphOptions.logitsChunk; default by a 64 MiB budget). */
-  logitsChunk?: number;
+  logitsChunk?: TrainGraphOptions['logitsChunk'];
   /** ORT's CPU memory arena for the train session (default off: a lower peak, the same bits). */
   cpuArena?: boolean;
 }

@@ -5,6 +5,7 @@
  */
 import type { StopReason } from '../rl/types.js';
 import type { FinishReason } from '../util/finish-reason.js';
+import type { GeneratedTurn } from '../util/generate-turn.js';
 
 export class RolloutProtocolError extends Error {
   constructor(
@@ -17,15 +18,13 @@ export class RolloutProtocolError extends Error {
   }
 }
 
-export interface GenerateResult {
-  /** New token ids, ending with the stop token when there is one (`</search>`, `</answer>`, EOS). */
-  tokens: number[];
-  /** log pi(token) of each new token under `policyVersion` (same length as tokens). */
-  logprobs: number[];
+/**
+ * A turn's result as the machine keeps it: what it produced (util/generate-turn.ts; the stop token
+ * is `</search>`, `</answer>` or EOS; logprobs under `policyVersion`) plus its decoded text.
+ */
+export interface GenerateResult extends GeneratedTurn {
   /** The new tokens decoded, special tokens such as EOS left out. */
   text: string;
-  /** Why the turn ended (src/util/finish-reason.ts). */
-  finish: FinishReason;
   /**
    * When the turn ends in a tool call: the tokens [start, end) of the call's query (of the whole
    * call, tags included, when the query is empty), as indices into `tokens`. The actor finds it

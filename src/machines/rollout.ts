@@ -28,6 +28,7 @@ import { assign, fromPromise, setup } from 'xstate';
 import { checkFormat, DEFAULT_TOOL_TAGS, isToolCall, parseTurn } from '../rl/format.js';
 import { scoreTrajectory } from '../rl/reward.js';
 import type { RolloutPath, RolloutResult, StopReason, TextSegment, TurnActionKind } from '../rl/types.js';
+import type { TurnSampling } from '../util/generate-turn.js';
 import type { Json } from '../util/json.js';
 import { deriveSeed } from '../util/rng.js';
 import { type RolloutFact, reportFact } from './facts.js';
@@ -66,8 +67,8 @@ export interface RolloutInput {
   sampling?: { temperature: number; topP: number };
 }
 
-/** One turn's decoding request from a rollout machine to its generate actor. */
-export interface GenerateRequest {
+/** One turn's decoding request from a rollout machine to its generate actor: its sampling (util/generate-turn.ts) and context. */
+export interface GenerateRequest extends TurnSampling {
   rolloutId: string;
   questionId: string;
   path: RolloutPath;
@@ -75,11 +76,7 @@ export interface GenerateRequest {
   policyVersion: number;
   /** The whole context so far: prompt ++ response. */
   tokens: number[];
-  maxNewTokens: number;
-  seed: number;
   turn: number;
-  temperature: number;
-  topP: number;
 }
 
 /** A tool call a rollout machine hands to its callTool actor. */

@@ -9,6 +9,7 @@
  * We only add what a trainer needs on top: clear errors naming the file, the special-token ids,
  * the stop ids a sampler must honour, and per-id text pieces for stop-string checks.
  */
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Tokenizer } from '@huggingface/tokenizers';
@@ -42,10 +43,9 @@ function tokenText(v: HfTokenizerConfig['eos_token']): string | null {
   return typeof v === 'string' ? v : typeof v.content === 'string' ? v.content : null;
 }
 
-async function readJson<T>(file: string, required: boolean): Promise<T | null> {
-  let text: string;
+async function readText(file: string, required: boolean): Promise<string | null> {
   try {
-    text = await readFile(file, 'utf8');
+    return await readFile(file, 'utf8');
   } catch (err) {
     if (!required && (err as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw new HfTokenizerFileError(
@@ -54,12 +54,33 @@ async function readJson<T>(file: string, required: boolean): Promise<T | null> {
       { cause: err },
     );
   }
+}
+
+function parseJson<T>(file: string, text: string): T {
   try {
     return JSON.parse(text) as T;
   } catch (err) {
     throw new HfTokenizerFileError(file, `not valid JSON (${(err as Error).message})`, { cause: err });
   }
 }
+
+async function readJson<T>(file: string, required: boolean): Promise<T | null> {
+  const text = await readText(file, required);
+  return text === null ? null : parseJson<T>(file, text);
+}
+
+/**
+ * The parsed tokenizers of this process, by the sha256 of tokenizer.json's and
+ * tokenizer_config.json's text. A process loads the same checkpoint's tokenizer once per role and
+ * command (the suite's in-process `akbe train`: seven times), and parsing Qwen3's 11 MB
+ * tokenizer.json costs ~3 s each time; the same bytes make the same tokenizer, so one parse
+ * serves them all, and a file changed on disk is a new key. Only the last few are kept (a
+ * Qwen3 tokenizer is tens of MB in memory).
+ */
+const PARSED = new Map<string, Tokenizer>();
+const PARSED_KEEP = 2;
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+const parsedKey = (tokenizerJson: string, config: string) => `${sha256(tokenizerJson)}.${sha256(config)}`;
 
 export interface EncodeOptions {
   /** Add the post-processor's special tokens (a BOS for Llama; nothing for Qwen). Default false:
@@ -123,10 +144,18 @@ export class HfTokenizer {
           });
   }
 
-  /** Reads a checkpoint directory's tokenizer files (tokenizer.json is ~11 MB for Qwen3: ~3 s). */
-  static async fromDir(dir: string, parsedTokenizerJson?: object): Promise<HfTokenizer> {
-    const json = parsedTokenizerJson ?? (await readJson<object>(join(dir, 'tokenizer.json'), true));
-    const config = (await readJson<HfTokenizerConfig>(join(dir, 'tokenizer_config.json'), true))!;
+  /**
+   * Reads a checkpoint directory's tokenizer files (tokenizer.json is ~11 MB for Qwen3: ~3 s the
+   * first time in a process, then served from PARSED while its bytes are unchanged).
+   * `tokenizerJsonText`: tokenizer.json's text when the caller has already read it (and `parsed`,
+   * that text parsed, when it has parsed it too).
+   */
+  static async fromDir(dir: string, tokenizerJsonText?: string, parsed?: object): Promise<HfTokenizer> {
+    const jsonFile = join(dir, 'tokenizer.json');
+    const configFile = join(dir, 'tokenizer_config.json');
+    const jsonText = tokenizerJsonText ?? (await readText(jsonFile, true))!;
+    const configText = (await readText(configFile, true))!;
+    const config = parseJson<HfTokenizerConfig>(configFile, configText);
     const generation = await readJson<{ eos_token_id?: number | number[] }>(
       join(dir, 'generation_config.json'),
       false,
@@ -134,15 +163,22 @@ export class HfTokenizer {
     // Newer transformers versions save the template beside the config instead of inside it.
     const jinja = await readFile(join(dir, 'chat_template.jinja'), 'utf8').catch(() => null);
     const eosIds = generation?.eos_token_id;
-    let tok: Tokenizer;
-    try {
-      tok = new Tokenizer(json!, config);
-    } catch (err) {
-      throw new HfTokenizerFileError(
-        join(dir, 'tokenizer.json'),
-        `not a tokenizer the @huggingface/tokenizers library can load (${(err as Error).message})`,
-        { cause: err },
-      );
+    const key = parsedKey(jsonText, configText);
+    let tok = PARSED.get(key);
+    if (tok === undefined) {
+      const json = parsed ?? parseJson<object>(jsonFile, jsonText);
+      try {
+        tok = new Tokenizer(json, config);
+      } catch (err) {
+        throw new HfTokenizerFileError(
+          jsonFile,
+          `not a tokenizer the @huggingface/tokenizers library can load (${(err as Error).message})`,
+          { cause: err },
+        );
+      }
+      PARSED.delete(key);
+      PARSED.set(key, tok);
+      for (const old of PARSED.keys()) if (PARSED.size > PARSED_KEEP) PARSED.delete(old);
     }
     return new HfTokenizer(
       tok,

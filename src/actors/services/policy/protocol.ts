@@ -4,24 +4,20 @@
  * checkGenerateReply validates the reply where the caller receives it (requestGenerate), so a
  * reply from another process is checked before a rollout keeps any of it.
  */
-import { FINISH_REASONS, type FinishReason, isFinishReason } from '../../../util/finish-reason.js';
+import { FINISH_REASONS, isFinishReason } from '../../../util/finish-reason.js';
+import type { GeneratedTurn, TurnSampling } from '../../../util/generate-turn.js';
 
-export interface GenerateCall {
+/** A turn's request on the wire: its sampling (util/generate-turn.ts) plus what the decoder needs. */
+export interface GenerateCall extends TurnSampling {
   policyVersion: number;
   prompt: number[];
-  maxNewTokens: number;
-  seed: number;
-  temperature: number;
-  topP: number;
   stopTokens: number[];
   /** Strings that end generation, checked on the decoded text (a tag split across BPE tokens). */
   stopStrings?: string[];
 }
 
-export interface GenerateReply {
-  tokens: number[];
-  logprobs: number[];
-  finish: FinishReason;
+/** A turn's reply on the wire: what it produced plus the version that decoded it. */
+export interface GenerateReply extends GeneratedTurn {
   version: number;
 }
 
