@@ -46,46 +46,41 @@ function handClock(): RetryClock & { advance(ms: number): void; slept: number[] 
   };
 }
 
+/** A call that always times out after `tryMs` on a hand clock: its calls, sleeps and error. */
+async function alwaysTimingOut(tryMs: number, windowMs?: number) {
+  const clock = handClock();
+  let calls = 0;
+  const err = await retryElection(
+    nats.nc,
+    'probe',
+    async () => {
+      calls++;
+      clock.advance(tryMs);
+      throw timeout();
+    },
+    { timeouts: { clock, ...(windowMs === undefined ? {} : { windowMs }) } },
+  ).catch((e: Error) => e);
+  return { calls, slept: clock.slept, err: err as Error };
+}
+
 t.test('always timing out, 10 s a try: tried for 90 s, then RetriesExhaustedError', async (t) => {
   // Worked by hand: tries start at 0, 10.25, 20.75, 31.75 (the 4 tries always made), then
   // 43.75, 57.75, 71.75 and 85.75 (each still inside 90 s); the 8th fails at 95.75 and
   // 95.75 + 4 > 90, so no 9th.
-  const clock = handClock();
-  let calls = 0;
-  const err = await retryElection(
-    nats.nc,
-    'probe',
-    async () => {
-      calls++;
-      clock.advance(10_000);
-      throw timeout();
-    },
-    { timeouts: { clock } },
-  ).catch((e: Error) => e);
+  const { calls, slept, err } = await alwaysTimingOut(10_000);
   t.equal(TIMEOUT_RETRY_MS, 90_000);
   t.equal(calls, 8);
-  t.same(clock.slept, [250, 500, 1000, 2000, 4000, 4000, 4000]);
+  t.same(slept, [250, 500, 1000, 2000, 4000, 4000, 4000]);
   t.type(err, RetriesExhaustedError);
-  t.equal((err as Error).message, 'probe: no answer in 8 tries over 96 s (TimeoutError: timeout)');
-  t.equal(((err as Error).cause as Error).name, 'TimeoutError');
+  t.equal(err.message, 'probe: no answer in 8 tries over 96 s (TimeoutError: timeout)');
+  t.equal((err.cause as Error).name, 'TimeoutError');
 });
 
 t.test('a window already spent still makes TIMEOUT_ATTEMPTS tries', async (t) => {
-  const clock = handClock();
-  let calls = 0;
-  const err = await retryElection(
-    nats.nc,
-    'probe',
-    async () => {
-      calls++;
-      clock.advance(60_000);
-      throw timeout();
-    },
-    { timeouts: { clock } },
-  ).catch((e: Error) => e);
+  const { calls, err } = await alwaysTimingOut(60_000);
   t.equal(TIMEOUT_ATTEMPTS, 4);
   t.equal(calls, 4);
-  t.equal((err as Error).message, 'probe: no answer in 4 tries over 242 s (TimeoutError: timeout)');
+  t.equal(err.message, 'probe: no answer in 4 tries over 242 s (TimeoutError: timeout)');
 });
 
 t.test('AKBE_TIMEOUT_RETRY_MS sets the window; a bad value is refused in one line', async (t) => {
@@ -97,18 +92,7 @@ t.test('AKBE_TIMEOUT_RETRY_MS sets the window; a bad value is refused in one lin
   );
   t.throws(() => timeoutRetryMs({ AKBE_TIMEOUT_RETRY_MS: 'soon' }), /AKBE_TIMEOUT_RETRY_MS=soon/);
   // A 30 s window with 10 s tries: 0, 10.25, 20.75, 31.75 (the 4 always made), then 41.75 + 2 > 30.
-  const clock = handClock();
-  let calls = 0;
-  await retryElection(
-    nats.nc,
-    'probe',
-    async () => {
-      calls++;
-      clock.advance(10_000);
-      throw timeout();
-    },
-    { timeouts: { clock, windowMs: 30_000 } },
-  ).catch(() => undefined);
+  const { calls } = await alwaysTimingOut(10_000, 30_000);
   t.equal(calls, 4);
 });
 
