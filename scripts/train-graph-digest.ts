@@ -13,16 +13,9 @@ import { type PolicyConfig, parsePolicyConfig } from '../src/gpu/architecture.js
 import type { GPTConfig } from '../src/gpu/config.js';
 import { AGGREGATIONS } from '../src/gpu/losses.js';
 import { buildTrainGraph, type TrainGraphOptions } from '../src/gpu/train-step.js';
+import { ONE_BLOCK_CFG } from '../test/helpers/tiny-policy.js';
 
-const gpt: GPTConfig = {
-  vocab_size: 11,
-  n_embd: 8,
-  n_layer: 1,
-  n_head: 2,
-  n_positions: 8,
-  layer_norm_epsilon: 1e-5,
-  activation_function: 'gelu_new',
-};
+const gpt: GPTConfig = ONE_BLOCK_CFG;
 const qwen3 = parsePolicyConfig({
   ...JSON.parse(readFileSync(new URL('../bench/configs/tiny-qwen3.json', import.meta.url), 'utf8')),
   num_hidden_layers: 1,

@@ -15,6 +15,7 @@ import { buildTrainGraph, HYPER_INPUTS } from '../src/gpu/train-step.js';
 import { Rng } from '../src/util/rng.js';
 import { gradcheck } from './helpers/gradcheck.js';
 import { TINY_LLAMA_JSON, tinyLlamaParams } from './helpers/tiny-llama.js';
+import { ONE_BLOCK_CFG } from './helpers/tiny-policy.js';
 
 const [N, D, V] = [7, 5, 6];
 const TARGETS = [0, 5, 2, 2, 4, 1, 3];
@@ -80,15 +81,7 @@ t.test('chunked entropy = -sum p log p of the JS reference', async (t) => {
   });
 });
 
-const gpt: GPTConfig = {
-  vocab_size: 11,
-  n_embd: 8,
-  n_layer: 1,
-  n_head: 2,
-  n_positions: 8,
-  layer_norm_epsilon: 1e-5,
-  activation_function: 'gelu_new',
-};
+const gpt: GPTConfig = ONE_BLOCK_CFG;
 const qwen3 = parsePolicyConfig({ ...TINY_LLAMA_JSON.qwen3, num_hidden_layers: 1 }) as Parameters<
   typeof tinyLlamaParams
 >[0];

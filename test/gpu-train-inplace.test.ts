@@ -13,16 +13,9 @@ import type { LlamaConfig } from '../src/gpu/llama-config.js';
 import { type TrainBatch, Trainer, type TrainerOptions } from '../src/gpu/trainer.js';
 import { Rng } from '../src/util/rng.js';
 import { TINY_LLAMA_JSON, tinyLlamaParams } from './helpers/tiny-llama.js';
+import { ONE_BLOCK_CFG } from './helpers/tiny-policy.js';
 
-const gpt: GPTConfig = {
-  vocab_size: 11,
-  n_embd: 8,
-  n_layer: 1,
-  n_head: 2,
-  n_positions: 8,
-  layer_norm_epsilon: 1e-5,
-  activation_function: 'gelu_new',
-};
+const gpt: GPTConfig = ONE_BLOCK_CFG;
 const [B, T] = [3, 6];
 
 function batches(vocab: number, seed: number, n: number): TrainBatch[] {

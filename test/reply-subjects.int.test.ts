@@ -14,6 +14,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { NatsConnection } from '@nats-io/transport-node';
 import t from 'tap';
 import { createEvent } from '../src/events/catalog.js';
 import { EventStore } from '../src/events/store.js';
@@ -43,17 +44,25 @@ const before = await store.lastSeq(runId);
 
 const settle = () => new Promise((r) => setTimeout(r, 500));
 
-t.test('a rollout key: its reply subject is mapped by its account, the purge lands nowhere', async (t) => {
-  // The rollout role's account (nats-accounts.ts) reaches svc.search through a service import:
-  // the server hands the service a `_R_.` reply that leads back to the rollout account only.
-  const attacker = await nats.connectAs('rollout');
-  t.teardown(() => attacker.close());
+/**
+ * A search request whose reply subject is the event stream's purge: a valid one (its answer would
+ * be the purge request) and garbage (its error answer would be).
+ */
+async function askSearchToPurge(attacker: NatsConnection): Promise<void> {
   const purge = '$JS.API.STREAM.PURGE.AKBE_EVENTS';
   const search = serviceSubject(runId, 'search');
   attacker.publish(search, JSON.stringify({ queries: ['who founded the city'], topk: 2 }), { reply: purge });
   attacker.publish(search, 'not json', { reply: purge });
   await attacker.flush();
   await settle();
+}
+
+t.test('a rollout key: its reply subject is mapped by its account, the purge lands nowhere', async (t) => {
+  // The rollout role's account (nats-accounts.ts) reaches svc.search through a service import:
+  // the server hands the service a `_R_.` reply that leads back to the rollout account only.
+  const attacker = await nats.connectAs('rollout');
+  t.teardown(() => attacker.close());
+  await askSearchToPurge(attacker);
   t.equal(await store.lastSeq(runId), before, 'the event log kept its events');
 });
 
@@ -61,13 +70,7 @@ t.test('a reply subject that is not an inbox is never answered', async (t) => {
   // A requester in the services' own account (here the orchestrator's connection itself): the
   // service's inbox check is what keeps it from publishing the purge.
   const attacker = nats.nc;
-  const purge = '$JS.API.STREAM.PURGE.AKBE_EVENTS';
-  const search = serviceSubject(runId, 'search');
-  // A valid request (its answer would be the purge request) and garbage (its error answer would be).
-  attacker.publish(search, JSON.stringify({ queries: ['who founded the city'], topk: 2 }), { reply: purge });
-  attacker.publish(search, 'not json', { reply: purge });
-  await attacker.flush();
-  await settle();
+  await askSearchToPurge(attacker);
   t.equal(await store.lastSeq(runId), before, 'the event log kept its events (inbox check)');
   const letters = [];
   for await (const d of store.deadLetters(runId)) letters.push(d);

@@ -11,6 +11,17 @@ export const TINY_CFG: GPTConfig = {
   activation_function: 'gelu_new',
 };
 
+/** The smallest train graph's shape (one block, vocab 11): the lm-head, in-place and graph-digest checks. */
+export const ONE_BLOCK_CFG: GPTConfig = {
+  vocab_size: 11,
+  n_embd: 8,
+  n_layer: 1,
+  n_head: 2,
+  n_positions: 8,
+  layer_norm_epsilon: 1e-5,
+  activation_function: 'gelu_new',
+};
+
 export function tinyParams(seed = 1, cfg: GPTConfig = TINY_CFG, scale = 40): Params {
   const p = initParams(cfg, seed);
   for (const [name, v] of p) {
